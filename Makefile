@@ -1,0 +1,61 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# make          build the module (and the test and bench programs)
+# make check    install what is missing, build, run every test in QEMU VMs
+# make demo     install what is missing, build, show rdmastream beside TCP
+#
+KVER	?= $(shell scripts/kver 2>/dev/null)
+KDIR	?= /usr/src/linux-headers-$(KVER)
+BUILD	:= $(CURDIR)/build
+KSRC_TAR ?= /usr/src/linux-source-6.1.tar.xz
+KSRC	:= $(BUILD)/ksrc
+KSFT_DIR := $(KSRC)/tools/testing/selftests
+
+.PHONY: all module selftests bench unit deps ksrc check check-unit \
+	check-vm demo checkpatch clean
+
+all: module selftests bench
+
+module:
+	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
+
+deps:
+	scripts/install-deps
+
+# The kselftest harness and checkpatch come from Debian's kernel source.
+$(KSRC)/.stamp: $(KSRC_TAR)
+	mkdir -p $(KSRC)
+	tar -C $(KSRC) --strip-components=1 -xf $(KSRC_TAR) \
+		linux-source-6.1/tools/testing/selftests/kselftest_harness.h \
+		linux-source-6.1/tools/testing/selftests/kselftest.h \
+		linux-source-6.1/scripts/checkpatch.pl \
+		linux-source-6.1/scripts/spelling.txt \
+		linux-source-6.1/scripts/const_structs.checkpatch
+	touch $@
+
+ksrc: $(KSRC)/.stamp
+
+selftests: ksrc
+	$(MAKE) -C selftests KSFT_DIR=$(KSFT_DIR) OUT=$(BUILD)/selftests
+
+bench:
+	$(MAKE) -C bench OUT=$(BUILD)/bench
+
+unit:
+	$(MAKE) -C selftests/unit OUT=$(BUILD)/unit
+
+check: deps
+	$(MAKE) all unit
+	scripts/check
+
+demo: deps
+	$(MAKE) module bench
+	scripts/vm-run --hosts 1 -- bench/demo
+
+checkpatch: ksrc
+	$(KSRC)/scripts/checkpatch.pl --no-tree --terse -f \
+		kmod/*.c kmod/*.h uapi/linux/*.h
+
+clean:
+	$(MAKE) -C $(KDIR) M=$(CURDIR) clean || true
+	rm -rf $(BUILD)

@@ -1,0 +1,253 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * rdmastream: the AF_RDMASTREAM socket family over in-kernel RDMA verbs.
+ *
+ * One rs_sock is one socket: a listener, or one end of a connection with
+ * its own rdma_cm id, PD, QP, CQ (from the device's CQ pool) and two rings:
+ * the stream buffer the peer writes into (the only memory the peer can
+ * reach) and the send ring the application's bytes are copied into.
+ *
+ * Locking:
+ *  - lock_sock() serialises system calls on a socket;
+ *  - rs_sock.lock (spinlock, taken with BHs off) protects the flow state,
+ *    the send queue accounting and every ib_post_send/ib_post_recv, which
+ *    happen both in process context and in the CQ's softirq handlers;
+ *  - the rdma_cm handler runs with the id's handler mutex and takes
+ *    lock_sock(); nothing calls rdma_destroy_id() under lock_sock().
+ */
+#ifndef RS_H
+#define RS_H
+
+#include <linux/types.h>
+#include <linux/workqueue.h>
+#include <net/sock.h>
+#include <rdma/ib_verbs.h>
+#include <rdma/rdma_cm.h>
+
+#include "rs_proto.h"
+
+#define RS_SQ_DEPTH		128	/* send work requests per QP */
+#define RS_RQ_DEPTH		64	/* receive slots per QP (credits) */
+#define RS_SIGNAL_EVERY		(RS_SQ_DEPTH / 4)
+#define RS_MAX_INLINE		256
+#define RS_RESOLVE_MS		2000
+#define RS_ORPHAN_TIMEOUT	(60 * HZ)
+
+/* Control message types (wire format: docs/wire-format.md). */
+enum rs_ctl_type {
+	RS_MSG_SETUP = 1,	/* my stream buffer: address, rkey, size */
+	RS_MSG_ACK = 2,		/* credits and consumed bytes */
+	RS_MSG_FIN = 3,		/* no more data after tx_total bytes */
+	RS_MSG_RESET = 4,	/* abort: drop the connection */
+};
+
+struct rs_ctl {
+	u8 type;
+	u8 version;
+	__be16 credits;		/* receive slots returned */
+	__be32 size;		/* SETUP: stream buffer bytes */
+	__be64 addr;		/* SETUP: stream buffer address */
+	__be64 cons;		/* bytes consumed (ACK, FIN), total sent (FIN) */
+	__be32 rkey;		/* SETUP: stream buffer rkey */
+	__be32 reserved;
+} __packed;
+
+#define RS_MSG_SIZE		32
+
+/* Private data of the rdma_cm REQ and REP. */
+struct rs_cm_pdata {
+	u8 version;
+	u8 flags;
+	__be16 recv_slots;	/* receive slots the sender of this posts */
+	__be32 ring_size;	/* its stream buffer, for information */
+} __packed;
+
+struct rs_ring {
+	struct page **pages;
+	unsigned int npages;
+	u32 size;
+	void *vaddr;		/* vmap() of pages: contiguous for the CPU */
+	struct sg_table sgt;
+	bool dma_mapped;
+	struct ib_mr *mr;	/* fast-registered: contiguous for the HCA */
+};
+
+/* A send queue slot: completion context and control message buffer. */
+struct rs_send {
+	struct ib_cqe cqe;
+	struct rs_sock *rs;
+	u64 seq;		/* number of this work request on the QP */
+	u64 tx_end;		/* tx_sent after it (signalled writes) */
+	bool fin;
+	struct rs_ctl *msg;
+	u64 msg_dma;
+};
+
+struct rs_recv {
+	struct ib_cqe cqe;
+	struct rs_sock *rs;
+	struct ib_sge sge;
+	struct rs_ctl *msg;
+};
+
+struct rs_reg {
+	struct ib_cqe cqe;
+	struct rs_sock *rs;
+};
+
+struct rs_stats {
+	u64 writes;
+	u64 inline_writes;
+	u64 ctrl_sent;
+	u64 ctrl_received;
+	u64 window_stalls;
+	u64 credit_stalls;
+	u64 completions;
+};
+
+struct rs_sock {
+	struct sock sk;			/* first: rs_sk() casts */
+	struct rdma_cm_id *cm_id;	/* owned; destroyed by rs_teardown */
+	bool cm_ref;			/* the cm id holds a sock reference */
+	bool is_bound;			/* bind() succeeded */
+	bool listener;			/* listen() succeeded */
+	struct sockaddr_storage local_sa;	/* names once established */
+	struct sockaddr_storage peer_sa;
+	int nodelay;			/* TCP_NODELAY, accepted and kept */
+
+	/* verbs resources, alive while transport is set */
+	bool transport;
+	struct ib_device *dev;
+	struct ib_pd *pd;
+	struct ib_cq *cq;
+	unsigned int cq_size;
+	struct ib_qp *qp;
+	u32 max_inline;
+	struct rs_ring rx;		/* the peer writes here */
+	struct rs_ring tx;		/* we copy here and write from here */
+	struct rs_send *sends;		/* RS_SQ_DEPTH slots */
+	struct rs_ctl *send_msgs;
+	u64 send_msgs_dma;
+	struct rs_recv *recvs;		/* RS_RQ_DEPTH slots */
+	struct rs_ctl *recv_msgs;
+	u64 recv_msgs_dma;
+	struct rs_reg reg_cqe;
+
+	/* under lock */
+	spinlock_t lock;
+	struct rs_flow flow;
+	u64 sq_posted;
+	u64 sq_done;
+	u64 sq_signaled;
+	u32 regs_pending;		/* REG_MR work requests outstanding */
+	bool peer_ready;		/* SETUP received */
+	bool setup_sent;
+	bool ack_pending;		/* a window update could not go out */
+	bool fin_wanted;		/* send FIN once all data is posted */
+	bool fin_sent;
+	bool fin_done;			/* FIN completed: the peer has it */
+	bool fin_rcvd;
+	bool reset_rcvd;
+	bool dead;			/* no more posting: torn down or dying */
+	bool torn;			/* teardown started */
+	bool established;		/* was connected: names are valid */
+	u64 peer_addr;
+	u32 peer_rkey;
+	struct rs_stats stats;
+
+	/* listener */
+	struct list_head accept_q;	/* established children */
+	struct list_head accept_node;	/* in parent's accept_q */
+	struct rs_sock *parent;		/* child: listener until accepted */
+	unsigned int pending;		/* listener: children not established */
+
+	struct work_struct teardown_work;
+	struct delayed_work orphan_work;
+	u32 rcvbuf_ring;		/* ring sizes fixed at connect time */
+	u32 sndbuf_ring;
+};
+
+static inline struct rs_sock *rs_sk(const struct sock *sk)
+{
+	return (struct rs_sock *)sk;
+}
+
+/* TCP_* state, published for lockless readers (poll). */
+static inline void rs_set_state(struct sock *sk, int state)
+{
+	smp_store_release(&sk->sk_state, state);
+}
+
+extern struct proto rs_proto;
+extern struct proto_ops rs_proto_ops;
+extern struct workqueue_struct *rs_wq;
+extern int rs_family;
+
+/* rs_af.c */
+struct sock *rs_sock_alloc(struct net *net, struct socket *sock, int kern,
+			   gfp_t gfp);
+void rs_wake(struct sock *sk, __poll_t mask);
+
+/* rs_cm.c */
+int rs_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev);
+int rs_cm_create_id(struct rs_sock *rs);
+void rs_cm_put_id(struct rs_sock *rs, struct rdma_cm_id *id);
+void rs_conn_fail(struct rs_sock *rs, int err);
+
+/* rs_res.c */
+int rs_transport_create(struct rs_sock *rs, struct rdma_cm_id *id);
+void rs_transport_destroy(struct rs_sock *rs, struct rdma_cm_id *id);
+void rs_transport_free_rings(struct rs_sock *rs);
+int rs_post_regs(struct rs_sock *rs);
+
+/* rs_ring.c */
+int rs_ring_alloc(struct rs_ring *r, u32 size);
+int rs_ring_map(struct rs_ring *r, struct ib_device *dev, struct ib_pd *pd,
+		enum dma_data_direction dir);
+void rs_ring_unmap(struct rs_ring *r, struct ib_device *dev,
+		   enum dma_data_direction dir);
+void rs_ring_free(struct rs_ring *r);
+int rs_ring_copy_in(struct rs_ring *r, u32 off, struct iov_iter *from,
+		    u32 len);
+int rs_ring_copy_out(struct rs_ring *r, u32 off, struct iov_iter *to,
+		     u32 len);
+
+/* rs_tx.c */
+int rs_sendmsg(struct socket *sock, struct msghdr *msg, size_t len);
+void rs_push_locked(struct rs_sock *rs);
+void rs_send_done(struct ib_cq *cq, struct ib_wc *wc);
+u32 rs_tx_space(struct rs_sock *rs);
+u32 rs_sq_free(const struct rs_sock *rs);
+int rs_wait_connect(struct rs_sock *rs, long *timeo);
+int rs_post_slot(struct rs_sock *rs, struct ib_send_wr *wr, bool signal,
+		 bool fin);
+
+/* rs_ctrl.c */
+int rs_ctrl_post_locked(struct rs_sock *rs, enum rs_ctl_type type);
+void rs_ctrl_recv_locked(struct rs_sock *rs, const struct rs_ctl *msg);
+bool rs_ctrl_flush_locked(struct rs_sock *rs);
+void rs_reg_done(struct ib_cq *cq, struct ib_wc *wc);
+
+/* rs_rx.c */
+int rs_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
+	       int flags);
+void rs_recv_done(struct ib_cq *cq, struct ib_wc *wc);
+int rs_post_recv_locked(struct rs_sock *rs, struct rs_recv *r);
+u32 rs_rx_avail(struct rs_sock *rs);
+
+/* rs_close.c */
+int rs_shutdown(struct socket *sock, int how);
+int rs_release(struct socket *sock);
+void rs_abort_locked(struct rs_sock *rs, int err);
+void rs_schedule_teardown(struct rs_sock *rs);
+void rs_teardown_work(struct work_struct *work);
+void rs_orphan_work(struct work_struct *work);
+void rs_maybe_finish_locked(struct rs_sock *rs);
+
+/* rs_sockopt.c */
+int rs_setsockopt(struct socket *sock, int level, int optname,
+		  sockptr_t optval, unsigned int optlen);
+int rs_getsockopt(struct socket *sock, int level, int optname,
+		  char __user *optval, int __user *optlen);
+
+#endif /* RS_H */

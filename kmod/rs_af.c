@@ -1,0 +1,434 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The socket face of AF_RDMASTREAM: creation, names, bind, listen, accept,
+ * connect, poll and ioctl. Semantics follow TCP's (net/ipv4/af_inet.c).
+ */
+#include <linux/in.h>
+#include <linux/in6.h>
+#include <linux/sched/signal.h>
+#include <linux/sockios.h>
+#include <asm/ioctls.h>
+#include <net/tcp_states.h>
+
+#include "rs.h"
+#include "../uapi/linux/rdmastream.h"
+
+void rs_wake(struct sock *sk, __poll_t mask)
+{
+	struct socket_wq *wq;
+
+	rcu_read_lock();
+	wq = rcu_dereference(sk->sk_wq);
+	if (skwq_has_sleeper(wq))
+		wake_up_interruptible_poll(&wq->wait, mask);
+	if (mask & (EPOLLIN | EPOLLRDHUP | EPOLLERR | EPOLLHUP))
+		sk_wake_async(sk, SOCK_WAKE_WAITD, POLL_IN);
+	if (mask & EPOLLOUT)
+		sk_wake_async(sk, SOCK_WAKE_SPACE, POLL_OUT);
+	rcu_read_unlock();
+}
+
+static void rs_state_change(struct sock *sk)
+{
+	rs_wake(sk, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLHUP | EPOLLERR |
+		EPOLLRDNORM | EPOLLWRNORM);
+}
+
+static void rs_destruct(struct sock *sk)
+{
+	struct rs_sock *rs = rs_sk(sk);
+
+	WARN_ON_ONCE(rs->transport);
+	rs_transport_free_rings(rs);
+}
+
+struct sock *rs_sock_alloc(struct net *net, struct socket *sock, int kern,
+			   gfp_t gfp)
+{
+	struct rs_sock *rs;
+	struct sock *sk;
+
+	sk = sk_alloc(net, rs_family, gfp, &rs_proto, kern);
+	if (!sk)
+		return NULL;
+	sock_init_data(sock, sk);
+	sk->sk_destruct = rs_destruct;
+	sk->sk_state_change = rs_state_change;
+	sk->sk_protocol = 0;
+	rs = rs_sk(sk);
+	spin_lock_init(&rs->lock);
+	INIT_LIST_HEAD(&rs->accept_q);
+	INIT_LIST_HEAD(&rs->accept_node);
+	INIT_WORK(&rs->teardown_work, rs_teardown_work);
+	INIT_DELAYED_WORK(&rs->orphan_work, rs_orphan_work);
+	rs_set_state(sk, TCP_CLOSE);
+	return sk;
+}
+
+/* Validate a user sockaddr the way inet does: length, then family. */
+static int rs_check_addr(const struct sockaddr *addr, int alen)
+{
+	if (alen < (int)sizeof(sa_family_t))
+		return -EINVAL;
+	switch (addr->sa_family) {
+	case AF_INET:
+		return alen < (int)sizeof(struct sockaddr_in) ? -EINVAL : 0;
+	case AF_INET6:
+		return alen < SIN6_LEN_RFC2133 ? -EINVAL : 0;
+	default:
+		return -EAFNOSUPPORT;
+	}
+}
+
+static int rs_bind(struct socket *sock, struct sockaddr *addr, int alen)
+{
+	struct sock *sk = sock->sk;
+	struct rs_sock *rs = rs_sk(sk);
+	int err;
+
+	err = rs_check_addr(addr, alen);
+	if (err)
+		return err;
+	lock_sock(sk);
+	err = -EINVAL;
+	if (rs->is_bound || sk->sk_state != TCP_CLOSE || rs->transport ||
+	    rs->torn)
+		goto out;
+	if (!rs->cm_id) {
+		err = rs_cm_create_id(rs);
+		if (err)
+			goto out;
+	}
+	if (sk->sk_reuse)
+		rdma_set_reuseaddr(rs->cm_id, 1);
+	err = rdma_bind_addr(rs->cm_id, addr);
+	if (err == -ENODEV)
+		err = -EADDRNOTAVAIL;
+	if (!err)
+		rs->is_bound = true;
+out:
+	release_sock(sk);
+	return err;
+}
+
+static int rs_listen(struct socket *sock, int backlog)
+{
+	struct sock *sk = sock->sk;
+	struct rs_sock *rs = rs_sk(sk);
+	int err = -EINVAL;
+
+	lock_sock(sk);
+	if (sock->state != SS_UNCONNECTED || sock->type != SOCK_STREAM)
+		goto out;
+	if (sk->sk_state == TCP_LISTEN) {
+		WRITE_ONCE(sk->sk_max_ack_backlog, backlog);
+		err = 0;
+		goto out;
+	}
+	if (sk->sk_state != TCP_CLOSE || rs->transport || rs->torn)
+		goto out;
+	if (!rs->cm_id) {
+		err = rs_cm_create_id(rs);
+		if (err)
+			goto out;
+		if (sk->sk_reuse)
+			rdma_set_reuseaddr(rs->cm_id, 1);
+	}
+	rs->rcvbuf_ring = sk->sk_rcvbuf;
+	rs->sndbuf_ring = sk->sk_sndbuf;
+	WRITE_ONCE(sk->sk_max_ack_backlog, backlog);
+	err = rdma_listen(rs->cm_id, backlog);
+	if (!err) {
+		rs->listener = true;
+		rs->is_bound = true;
+		rs_set_state(sk, TCP_LISTEN);
+	}
+out:
+	release_sock(sk);
+	return err;
+}
+
+static struct rs_sock *rs_accept_dequeue(struct rs_sock *lrs)
+{
+	struct rs_sock *rs = NULL;
+
+	spin_lock_bh(&lrs->lock);
+	if (!list_empty(&lrs->accept_q)) {
+		rs = list_first_entry(&lrs->accept_q, struct rs_sock,
+				      accept_node);
+		list_del_init(&rs->accept_node);
+		sk_acceptq_removed(&lrs->sk);
+	}
+	spin_unlock_bh(&lrs->lock);
+	return rs;
+}
+
+static bool rs_accept_ready(struct rs_sock *lrs)
+{
+	return !list_empty(&lrs->accept_q) || READ_ONCE(lrs->sk.sk_err) ||
+	       READ_ONCE(lrs->sk.sk_state) != TCP_LISTEN;
+}
+
+static int rs_accept(struct socket *sock, struct socket *newsock, int flags,
+		     bool kern)
+{
+	struct sock *sk = sock->sk;
+	struct rs_sock *lrs = rs_sk(sk), *rs;
+	DEFINE_WAIT_FUNC(wait, woken_wake_function);
+	long timeo;
+	int err = 0;
+
+	lock_sock(sk);
+	timeo = sock_rcvtimeo(sk, flags & O_NONBLOCK);
+	while (!(rs = rs_accept_dequeue(lrs))) {
+		if (sk->sk_err) {
+			err = sock_error(sk);
+			break;
+		}
+		if (sk->sk_state != TCP_LISTEN) {
+			err = -EINVAL;
+			break;
+		}
+		if (!timeo) {
+			err = -EAGAIN;
+			break;
+		}
+		if (signal_pending(current)) {
+			err = sock_intr_errno(timeo);
+			break;
+		}
+		add_wait_queue(sk_sleep(sk), &wait);
+		sk_wait_event(sk, &timeo, rs_accept_ready(lrs), &wait);
+		remove_wait_queue(sk_sleep(sk), &wait);
+	}
+	if (rs) {
+		lock_sock_nested(&rs->sk, SINGLE_DEPTH_NESTING);
+		sock_graft(&rs->sk, newsock);
+		newsock->state = SS_CONNECTED;
+		release_sock(&rs->sk);
+	}
+	release_sock(sk);
+	return err;
+}
+
+/*
+ * Start an active open. A socket whose earlier attempt failed may try
+ * again once that attempt's teardown has finished, as TCP allows.
+ */
+static int rs_connect_start(struct rs_sock *rs, struct sockaddr *addr)
+{
+	struct sock *sk = &rs->sk;
+	int err;
+
+	if (rs->transport || (rs->torn && rs->cm_id) || rs->listener)
+		return -EALREADY;
+	if (rs->torn) {
+		rs_transport_free_rings(rs);
+		spin_lock_bh(&rs->lock);
+		rs->torn = false;
+		rs->dead = false;
+		rs->peer_ready = false;
+		rs->setup_sent = false;
+		rs->ack_pending = false;
+		rs->fin_wanted = false;
+		rs->fin_sent = false;
+		rs->fin_done = false;
+		rs->fin_rcvd = false;
+		rs->established = false;
+		rs->sq_posted = 0;
+		rs->sq_done = 0;
+		rs->sq_signaled = 0;
+		memset(&rs->flow, 0, sizeof(rs->flow));
+		WRITE_ONCE(sk->sk_shutdown, 0);
+		spin_unlock_bh(&rs->lock);
+	}
+	if (!rs->cm_id) {
+		err = rs_cm_create_id(rs);
+		if (err)
+			return err;
+	}
+	rs->rcvbuf_ring = sk->sk_rcvbuf;
+	rs->sndbuf_ring = sk->sk_sndbuf;
+	sk->sk_err = 0;
+	rs_set_state(sk, TCP_SYN_SENT);
+	err = rdma_resolve_addr(rs->cm_id, NULL, addr, RS_RESOLVE_MS);
+	if (err) {
+		rs_set_state(sk, TCP_CLOSE);
+		if (err == -ENODEV)
+			err = -ENETUNREACH;
+	}
+	return err;
+}
+
+static int rs_connect(struct socket *sock, struct sockaddr *addr, int alen,
+		      int flags)
+{
+	struct sock *sk = sock->sk;
+	struct rs_sock *rs = rs_sk(sk);
+	long timeo;
+	int err;
+
+	err = rs_check_addr(addr, alen);
+	if (err)
+		return err;
+	lock_sock(sk);
+	switch (sock->state) {
+	case SS_CONNECTED:
+		err = -EISCONN;
+		goto out;
+	case SS_CONNECTING:
+		err = -EALREADY;
+		break;
+	default:
+		err = -EISCONN;
+		if (sk->sk_state != TCP_CLOSE)
+			goto out;
+		err = rs_connect_start(rs, addr);
+		if (err)
+			goto out;
+		sock->state = SS_CONNECTING;
+		err = -EINPROGRESS;
+		break;
+	}
+	timeo = sock_sndtimeo(sk, flags & O_NONBLOCK);
+	if (sk->sk_state == TCP_SYN_SENT) {
+		if (!timeo)
+			goto out;
+		if (rs_wait_connect(rs, &timeo)) {
+			if (signal_pending(current))
+				err = sock_intr_errno(timeo);
+			goto out;
+		}
+	}
+	if (sk->sk_state != TCP_ESTABLISHED) {
+		err = sock_error(sk) ? : -ECONNABORTED;
+		sock->state = SS_UNCONNECTED;
+		goto out;
+	}
+	sock->state = SS_CONNECTED;
+	err = 0;
+out:
+	release_sock(sk);
+	return err;
+}
+
+static int rs_getname(struct socket *sock, struct sockaddr *addr, int peer)
+{
+	struct sock *sk = sock->sk;
+	struct rs_sock *rs = rs_sk(sk);
+	struct sockaddr_storage ss = { .ss_family = AF_INET };
+
+	lock_sock(sk);
+	if (peer) {
+		if (!rs->established || sk->sk_state == TCP_CLOSE) {
+			release_sock(sk);
+			return -ENOTCONN;
+		}
+		ss = rs->peer_sa;
+	} else if (rs->established) {
+		ss = rs->local_sa;
+	} else if (rs->cm_id) {
+		memcpy(&ss, &rs->cm_id->route.addr.src_addr, sizeof(ss));
+		if (!ss.ss_family)
+			ss.ss_family = AF_INET;
+	}
+	release_sock(sk);
+	if (ss.ss_family == AF_INET6) {
+		memcpy(addr, &ss, sizeof(struct sockaddr_in6));
+		return sizeof(struct sockaddr_in6);
+	}
+	memcpy(addr, &ss, sizeof(struct sockaddr_in));
+	return sizeof(struct sockaddr_in);
+}
+
+static __poll_t rs_poll_conn(struct rs_sock *rs)
+{
+	struct sock *sk = &rs->sk;
+	u8 shutdown = READ_ONCE(sk->sk_shutdown);
+	int state = inet_sk_state_load(sk);
+	__poll_t mask = 0;
+
+	if (state == TCP_SYN_SENT || state == TCP_SYN_RECV)
+		return 0;
+	if (shutdown == SHUTDOWN_MASK || state == TCP_CLOSE)
+		mask |= EPOLLHUP;
+	if (shutdown & RCV_SHUTDOWN)
+		mask |= EPOLLIN | EPOLLRDNORM | EPOLLRDHUP;
+	if (rs->flow.rx_size && rs_rx_avail(rs))
+		mask |= EPOLLIN | EPOLLRDNORM;
+	if (shutdown & SEND_SHUTDOWN || state == TCP_CLOSE)
+		mask |= EPOLLOUT | EPOLLWRNORM;
+	else if (rs->flow.tx_size && rs_tx_space(rs))
+		mask |= EPOLLOUT | EPOLLWRNORM;
+	return mask;
+}
+
+static __poll_t rs_poll(struct file *file, struct socket *sock,
+			poll_table *wait)
+{
+	struct sock *sk = sock->sk;
+	struct rs_sock *rs = rs_sk(sk);
+	__poll_t mask = 0;
+
+	sock_poll_wait(file, sock, wait);
+	if (inet_sk_state_load(sk) == TCP_LISTEN) {
+		if (!list_empty(&rs->accept_q))
+			mask |= EPOLLIN | EPOLLRDNORM;
+	} else if (rs->flow.rx_size || inet_sk_state_load(sk) != TCP_CLOSE) {
+		mask = rs_poll_conn(rs);
+	} else {
+		mask = EPOLLOUT | EPOLLHUP;	/* as TCP: never connected */
+	}
+	if (READ_ONCE(sk->sk_err))
+		mask |= EPOLLERR;
+	return mask;
+}
+
+static int rs_ioctl(struct socket *sock, unsigned int cmd, unsigned long arg)
+{
+	struct sock *sk = sock->sk;
+	struct rs_sock *rs = rs_sk(sk);
+	int answ;
+
+	switch (cmd) {
+	case SIOCINQ:
+		if (sk->sk_state == TCP_LISTEN)
+			return -EINVAL;
+		answ = rs->flow.rx_size ? rs_rx_avail(rs) : 0;
+		break;
+	case SIOCOUTQ:
+	case SIOCOUTQNSD:
+		if (sk->sk_state == TCP_LISTEN)
+			return -EINVAL;
+		spin_lock_bh(&rs->lock);
+		answ = rs->flow.tx_head - (cmd == SIOCOUTQ ?
+					   rs->flow.peer_cons :
+					   rs->flow.tx_sent);
+		spin_unlock_bh(&rs->lock);
+		break;
+	default:
+		return -ENOIOCTLCMD;
+	}
+	return put_user(answ, (int __user *)arg);
+}
+
+struct proto_ops rs_proto_ops = {
+	.family		= AF_RDMASTREAM,	/* rs_family at load time */
+	.owner		= THIS_MODULE,
+	.release	= rs_release,
+	.bind		= rs_bind,
+	.connect	= rs_connect,
+	.socketpair	= sock_no_socketpair,
+	.accept		= rs_accept,
+	.getname	= rs_getname,
+	.poll		= rs_poll,
+	.ioctl		= rs_ioctl,
+	.listen		= rs_listen,
+	.shutdown	= rs_shutdown,
+	.setsockopt	= rs_setsockopt,
+	.getsockopt	= rs_getsockopt,
+	.sendmsg	= rs_sendmsg,
+	.recvmsg	= rs_recvmsg,
+	.mmap		= sock_no_mmap,
+	.sendpage	= sock_no_sendpage,
+};

@@ -1,0 +1,209 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Shutdown, close and teardown.
+ *
+ * A graceful close queues a FIN behind all data and leaves the connection
+ * to finish on its own (the socket is orphaned, as TCP does): once the FIN
+ * has completed, the peer holds every byte, and rs_teardown_work()
+ * disconnects and frees the transport. Closing with unread data, an
+ * orphan that cannot finish within RS_ORPHAN_TIMEOUT, a transport error or
+ * the peer's disconnect abort the connection instead.
+ */
+#include "rs.h"
+
+void rs_schedule_teardown(struct rs_sock *rs)
+{
+	rs->dead = true;
+	if (rs->torn)
+		return;
+	rs->torn = true;
+	sock_hold(&rs->sk);
+	queue_work(rs_wq, &rs->teardown_work);
+}
+
+/* Fail the connection with err (positive errno); rs->lock is held. */
+void rs_abort_locked(struct rs_sock *rs, int err)
+{
+	struct sock *sk = &rs->sk;
+
+	if (rs->dead)
+		return;
+	WRITE_ONCE(sk->sk_err, err);
+	WRITE_ONCE(sk->sk_shutdown, SHUTDOWN_MASK);
+	rs_set_state(sk, TCP_CLOSE);
+	rs_schedule_teardown(rs);
+	sk_error_report(sk);
+}
+
+/* A closed socket whose FIN has reached the peer is done. */
+void rs_maybe_finish_locked(struct rs_sock *rs)
+{
+	if (sock_flag(&rs->sk, SOCK_DEAD) && (rs->fin_done || rs->dead))
+		rs_schedule_teardown(rs);
+}
+
+void rs_orphan_work(struct work_struct *work)
+{
+	struct rs_sock *rs = container_of(to_delayed_work(work),
+					  struct rs_sock, orphan_work);
+
+	spin_lock_bh(&rs->lock);
+	rs_abort_locked(rs, ETIMEDOUT);
+	spin_unlock_bh(&rs->lock);
+	sock_put(&rs->sk);
+}
+
+/* After the drain: how the stream ended as seen by the application. */
+static void rs_teardown_state(struct rs_sock *rs)
+{
+	struct sock *sk = &rs->sk;
+
+	spin_lock_bh(&rs->lock);
+	if (!rs->fin_rcvd && !sk->sk_err && !sock_flag(sk, SOCK_DEAD) &&
+	    sk->sk_state != TCP_CLOSE)
+		WRITE_ONCE(sk->sk_err, ECONNRESET);
+	WRITE_ONCE(sk->sk_shutdown, SHUTDOWN_MASK);
+	rs_set_state(sk, TCP_CLOSE);
+	spin_unlock_bh(&rs->lock);
+	sk->sk_state_change(sk);
+	if (sk->sk_err)
+		sk_error_report(sk);
+}
+
+void rs_teardown_work(struct work_struct *work)
+{
+	struct rs_sock *rs = container_of(work, struct rs_sock, teardown_work);
+	struct sock *sk = &rs->sk;
+	struct rdma_cm_id *id;
+
+	if (cancel_delayed_work(&rs->orphan_work))
+		sock_put(sk);
+	if (rs->transport) {
+		if (rs->cm_id)
+			rdma_disconnect(rs->cm_id);
+		rs_transport_destroy(rs, rs->cm_id);
+	}
+	rs_teardown_state(rs);
+	lock_sock(sk);
+	id = rs->cm_id;
+	rs->cm_id = NULL;
+	release_sock(sk);
+	if (id)
+		rs_cm_put_id(rs, id);
+	sock_put(sk);
+}
+
+int rs_shutdown(struct socket *sock, int how)
+{
+	struct sock *sk = sock->sk;
+	struct rs_sock *rs = rs_sk(sk);
+	int err = 0;
+
+	how++;		/* SHUT_RD/WR/RDWR to RCV_/SEND_SHUTDOWN bits */
+	if (how <= 0 || how > SHUTDOWN_MASK)
+		return -EINVAL;
+	lock_sock(sk);
+	if (sk->sk_state == TCP_LISTEN || sk->sk_state == TCP_SYN_SENT ||
+	    !rs->flow.rx_size) {
+		err = -ENOTCONN;
+		goto out;
+	}
+	spin_lock_bh(&rs->lock);
+	WRITE_ONCE(sk->sk_shutdown, sk->sk_shutdown | how);
+	if (how & SEND_SHUTDOWN) {
+		rs->fin_wanted = true;
+		rs_push_locked(rs);
+	}
+	spin_unlock_bh(&rs->lock);
+	sk->sk_state_change(sk);
+out:
+	release_sock(sk);
+	return err;
+}
+
+static void rs_close_listener(struct rs_sock *rs);
+
+/* Close a connection: FIN after the data, or abort if data is unread. */
+static void rs_close_conn(struct rs_sock *rs)
+{
+	struct sock *sk = &rs->sk;
+	bool linger0 = sock_flag(sk, SOCK_LINGER) && !sk->sk_lingertime;
+
+	spin_lock_bh(&rs->lock);
+	sock_set_flag(sk, SOCK_DEAD);
+	if (rs_flow_rx_avail(&rs->flow) || linger0 || !rs->transport) {
+		rs_abort_locked(rs, ECONNRESET);
+		if (rs->cm_id || rs->transport)
+			rs_schedule_teardown(rs);
+	} else {
+		rs->fin_wanted = true;
+		WRITE_ONCE(sk->sk_shutdown, SHUTDOWN_MASK);
+		rs_push_locked(rs);
+		rs_maybe_finish_locked(rs);
+		if (!rs->torn) {
+			sock_hold(sk);
+			if (!queue_delayed_work(rs_wq, &rs->orphan_work,
+						RS_ORPHAN_TIMEOUT))
+				sock_put(sk);
+		}
+	}
+	spin_unlock_bh(&rs->lock);
+}
+
+int rs_release(struct socket *sock)
+{
+	struct sock *sk = sock->sk;
+	struct rs_sock *rs;
+	struct rdma_cm_id *id = NULL;
+
+	if (!sk)
+		return 0;
+	rs = rs_sk(sk);
+	lock_sock(sk);
+	if (rs->listener) {
+		rs_close_listener(rs);
+	} else if (rs->transport || rs->torn) {
+		rs_close_conn(rs);
+	} else {
+		/* never connected: only an id to drop, if any */
+		id = rs->cm_id;
+		rs->cm_id = NULL;
+	}
+	rs_set_state(sk, TCP_CLOSE);
+	sock_orphan(sk);
+	sock->sk = NULL;
+	release_sock(sk);
+	if (id)
+		rs_cm_put_id(rs, id);
+	sock_put(sk);
+	return 0;
+}
+
+/* Stop listening: drop the id, then every child not yet accepted. */
+static void rs_close_listener(struct rs_sock *rs)
+{
+	struct sock *sk = &rs->sk;
+	struct rdma_cm_id *id = rs->cm_id;
+	struct rs_sock *child, *tmp;
+	LIST_HEAD(children);
+
+	rs->cm_id = NULL;
+	rs_set_state(sk, TCP_CLOSE);
+	release_sock(sk);
+	/* after this no CONNECT_REQUEST handler runs for this listener */
+	if (id)
+		rs_cm_put_id(rs, id);
+	lock_sock(sk);
+	spin_lock_bh(&rs->lock);
+	list_splice_init(&rs->accept_q, &children);
+	spin_unlock_bh(&rs->lock);
+	list_for_each_entry_safe(child, tmp, &children, accept_node) {
+		list_del_init(&child->accept_node);
+		sk_acceptq_removed(sk);
+		lock_sock(&child->sk);
+		rs_close_conn(child);
+		rs_set_state(&child->sk, TCP_CLOSE);
+		release_sock(&child->sk);
+		sock_put(&child->sk);
+	}
+}

@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * rdmastream module: registers the AF_RDMASTREAM socket family.
+ */
+#include <linux/module.h>
+#include <linux/net.h>
+
+#include "rs.h"
+#include "../uapi/linux/rdmastream.h"
+
+int rs_family = AF_RDMASTREAM;
+module_param_named(family, rs_family, int, 0444);
+MODULE_PARM_DESC(family, "socket family number (default "
+		 __stringify(AF_RDMASTREAM) ", must be below AF_MAX)");
+
+struct workqueue_struct *rs_wq;
+
+struct proto rs_proto = {
+	.name		= "RDMASTREAM",
+	.owner		= THIS_MODULE,
+	.obj_size	= sizeof(struct rs_sock),
+};
+
+static int rs_create(struct net *net, struct socket *sock, int protocol,
+		     int kern)
+{
+	if (sock->type != SOCK_STREAM)
+		return -ESOCKTNOSUPPORT;
+	if (protocol)
+		return -EPROTONOSUPPORT;
+	sock->ops = &rs_proto_ops;
+	sock->state = SS_UNCONNECTED;
+	if (!rs_sock_alloc(net, sock, kern, GFP_KERNEL))
+		return -ENOBUFS;
+	return 0;
+}
+
+static struct net_proto_family rs_family_ops = {
+	.create	= rs_create,
+	.owner	= THIS_MODULE,
+};
+
+static int __init rs_init(void)
+{
+	int ret;
+
+	if (rs_family <= 0 || rs_family >= NPROTO) {
+		pr_err("rdmastream: family %d out of range 1..%d\n",
+		       rs_family, NPROTO - 1);
+		return -EINVAL;
+	}
+	rs_family_ops.family = rs_family;
+	rs_proto_ops.family = rs_family;
+	rs_wq = alloc_workqueue("rdmastream", 0, 0);
+	if (!rs_wq)
+		return -ENOMEM;
+	ret = proto_register(&rs_proto, 1);
+	if (ret)
+		goto free_wq;
+	ret = sock_register(&rs_family_ops);
+	if (ret) {
+		if (ret == -EEXIST)
+			pr_err("rdmastream: socket family %d is already taken; load with family=<free number below %d>\n",
+			       rs_family, NPROTO);
+		goto unreg_proto;
+	}
+	pr_info("rdmastream: socket family %d registered\n", rs_family);
+	return 0;
+unreg_proto:
+	proto_unregister(&rs_proto);
+free_wq:
+	destroy_workqueue(rs_wq);
+	return ret;
+}
+
+static void __exit rs_exit(void)
+{
+	sock_unregister(rs_family);
+	proto_unregister(&rs_proto);
+	destroy_workqueue(rs_wq);
+}
+
+module_init(rs_init);
+module_exit(rs_exit);
+
+MODULE_LICENSE("GPL");
+MODULE_DESCRIPTION("AF_RDMASTREAM: reliable byte streams over RDMA");
+MODULE_ALIAS_NETPROTO(AF_RDMASTREAM);

@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * rdmastream protocol core; see rs_proto.h. No kernel dependencies.
+ */
+#include "rs_proto.h"
+
+static u32 rs_min(u32 a, u32 b)
+{
+	return a < b ? a : b;
+}
+
+void rs_flow_init(struct rs_flow *f, u32 tx_size, u32 rx_size, u32 nr_recv,
+		  u32 max_chunk)
+{
+	*f = (struct rs_flow){
+		.tx_size = tx_size,
+		.rx_size = rx_size,
+		.nr_recv = nr_recv,
+		.max_chunk = max_chunk,
+	};
+}
+
+void rs_flow_set_peer(struct rs_flow *f, u32 peer_size, u32 peer_recv)
+{
+	f->peer_size = peer_size;
+	f->peer_recv = peer_recv;
+	f->credits = peer_recv;
+}
+
+/* Round a requested buffer size to a power of two in [RS_RING_MIN, max]. */
+u32 rs_ring_size(u64 want, u32 max)
+{
+	u32 size = RS_RING_MIN;
+
+	if (max > RS_RING_MAX)
+		max = RS_RING_MAX;
+	while (size < want && size < max)
+		size <<= 1;
+	while (size > max && size > RS_RING_MIN)
+		size >>= 1;
+	return size;
+}
+
+/*
+ * Credit rule: one slot is held back for messages that return credits, so
+ * both sides can never be left without a slot to announce freed slots.
+ */
+bool rs_flow_may_send(const struct rs_flow *f, u32 returns)
+{
+	return f->credits >= 2 || (f->credits == 1 && returns > 0);
+}
+
+u32 rs_flow_take_owed(struct rs_flow *f)
+{
+	u32 n = rs_min(f->owed, RS_IMM_CREDIT_MAX);
+
+	f->owed -= n;
+	return n;
+}
+
+/*
+ * The next WRITE of queued bytes into the peer's stream buffer, or false
+ * when nothing may go now (nothing queued, or the peer's buffer is too full
+ * to be worth a write: wait for a window update instead of dribbling).
+ */
+bool rs_flow_next_chunk(const struct rs_flow *f, struct rs_chunk *c)
+{
+	u32 unsent = rs_flow_tx_unsent(f);
+	u32 space = rs_flow_peer_space(f);
+	u32 len;
+
+	if (!unsent || !f->peer_size || !space)
+		return false;
+	if (space < unsent && space < f->peer_size / 8)
+		return false;
+	c->remote_off = (u32)f->tx_sent & (f->peer_size - 1);
+	c->local_off = (u32)f->tx_sent & (f->tx_size - 1);
+	len = rs_min(unsent, space);
+	len = rs_min(len, f->max_chunk);
+	len = rs_min(len, f->peer_size - c->remote_off);
+	c->len = len;
+	return true;
+}
+
+void rs_flow_chunk_sent(struct rs_flow *f, const struct rs_chunk *c)
+{
+	f->tx_sent += c->len;
+	f->credits--;
+}
+
+void rs_flow_msg_sent(struct rs_flow *f)
+{
+	f->credits--;
+}
+
+u32 rs_imm_encode(u32 len, u32 credits)
+{
+	return (credits << RS_IMM_CREDIT_SHIFT) | (len & RS_IMM_LEN_MASK);
+}
+
+void rs_imm_decode(u32 imm, u32 *len, u32 *credits)
+{
+	*len = imm & RS_IMM_LEN_MASK;
+	*credits = (imm >> RS_IMM_CREDIT_SHIFT) & RS_IMM_CREDIT_MAX;
+}
+
+/* Credits returned by the peer; false if it returns more than it has. */
+bool rs_flow_on_credits(struct rs_flow *f, u32 credits)
+{
+	if (credits > f->peer_recv || f->credits + credits > f->peer_recv)
+		return false;
+	f->credits += credits;
+	return true;
+}
+
+/* The peer wrote len bytes at rx_prod; false if that overran the ring. */
+bool rs_flow_on_data(struct rs_flow *f, u32 len)
+{
+	if (!len || len > f->rx_size - rs_flow_rx_avail(f))
+		return false;
+	f->rx_prod += len;
+	return true;
+}
+
+/* The peer has consumed up to cons; false if cons is not plausible. */
+bool rs_flow_on_window(struct rs_flow *f, u64 cons)
+{
+	if (cons < f->peer_cons || cons > f->tx_sent)
+		return false;
+	f->peer_cons = cons;
+	return true;
+}
+
+void rs_flow_on_recv_posted(struct rs_flow *f)
+{
+	f->owed++;
+}
+
+void rs_flow_consume(struct rs_flow *f, u32 len)
+{
+	f->rx_cons += len;
+}
+
+/* Enough slots are owed that the peer should hear of them now. */
+bool rs_flow_ack_due(const struct rs_flow *f)
+{
+	return f->owed >= f->nr_recv / 2;
+}
+
+/* Enough has been read that the peer should learn of the space. */
+bool rs_flow_window_due(const struct rs_flow *f)
+{
+	return f->rx_cons - f->rx_announced >= f->rx_size / 4;
+}
+
+void rs_flow_window_sent(struct rs_flow *f)
+{
+	f->rx_announced = f->rx_cons;
+}

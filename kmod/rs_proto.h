@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * rdmastream protocol core: cursor, window and credit bookkeeping.
+ *
+ * Pure C with no kernel dependencies: the module and the user-space unit
+ * tests compile the same file. Callers serialise access (the module holds
+ * rs_sock.lock). Cursors are 64-bit byte counts that never wrap in
+ * practice; ring offsets are cursor & (size - 1), sizes are powers of two.
+ */
+#ifndef RS_PROTO_H
+#define RS_PROTO_H
+
+#ifdef __KERNEL__
+#include <linux/types.h>
+#else
+#include <stdbool.h>
+#include <stdint.h>
+typedef uint64_t u64;
+typedef uint32_t u32;
+typedef uint16_t u16;
+typedef uint8_t u8;
+#endif
+
+#define RS_PROTO_VERSION	1
+
+/* Immediate data of an indirect RDMA WRITE WITH IMMEDIATE. */
+#define RS_IMM_LEN_BITS		24
+#define RS_IMM_LEN_MASK		((1U << RS_IMM_LEN_BITS) - 1)
+#define RS_IMM_CREDIT_SHIFT	RS_IMM_LEN_BITS
+#define RS_IMM_CREDIT_MAX	127U
+#define RS_IMM_DIRECT		(1U << 31)	/* reserved for direct writes */
+
+/* Stream buffers are powers of two between these bounds. */
+#define RS_RING_MIN		(16U << 10)
+#define RS_RING_MAX		(8U << 20)
+
+struct rs_flow {
+	/* sending side */
+	u64 tx_head;		/* bytes queued by the application */
+	u64 tx_sent;		/* bytes posted in RDMA WRITEs */
+	u64 tx_done;		/* bytes whose WRITE completed: send ring free */
+	u64 peer_cons;		/* bytes the peer has consumed (window edge) */
+	u32 tx_size;		/* local send ring */
+	u32 peer_size;		/* peer's stream buffer */
+	u32 credits;		/* peer receive slots we may consume */
+	u32 peer_recv;		/* receive slots the peer posts in total */
+	u32 max_chunk;		/* largest single WRITE */
+	/* receiving side */
+	u64 rx_prod;		/* bytes the peer has written into our ring */
+	u64 rx_cons;		/* bytes the application has read */
+	u64 rx_announced;	/* rx_cons as last told to the peer */
+	u32 rx_size;		/* local stream buffer */
+	u32 nr_recv;		/* receive slots we post */
+	u32 owed;		/* slots reposted, not yet returned as credits */
+};
+
+/* One indirect WRITE: where it reads and where it lands. */
+struct rs_chunk {
+	u32 len;
+	u32 local_off;		/* offset in the send ring */
+	u32 remote_off;		/* offset in the peer's stream buffer */
+};
+
+void rs_flow_init(struct rs_flow *f, u32 tx_size, u32 rx_size, u32 nr_recv,
+		  u32 max_chunk);
+void rs_flow_set_peer(struct rs_flow *f, u32 peer_size, u32 peer_recv);
+
+u32 rs_ring_size(u64 want, u32 max);
+
+static inline u32 rs_flow_tx_space(const struct rs_flow *f)
+{
+	return f->tx_size - (u32)(f->tx_head - f->tx_done);
+}
+
+static inline u32 rs_flow_tx_unsent(const struct rs_flow *f)
+{
+	return (u32)(f->tx_head - f->tx_sent);
+}
+
+static inline u32 rs_flow_rx_avail(const struct rs_flow *f)
+{
+	return (u32)(f->rx_prod - f->rx_cons);
+}
+
+static inline u32 rs_flow_peer_space(const struct rs_flow *f)
+{
+	return f->peer_size - (u32)(f->tx_sent - f->peer_cons);
+}
+
+bool rs_flow_may_send(const struct rs_flow *f, u32 returns);
+u32 rs_flow_take_owed(struct rs_flow *f);
+bool rs_flow_next_chunk(const struct rs_flow *f, struct rs_chunk *c);
+void rs_flow_chunk_sent(struct rs_flow *f, const struct rs_chunk *c);
+void rs_flow_msg_sent(struct rs_flow *f);
+
+u32 rs_imm_encode(u32 len, u32 credits);
+void rs_imm_decode(u32 imm, u32 *len, u32 *credits);
+
+bool rs_flow_on_credits(struct rs_flow *f, u32 credits);
+bool rs_flow_on_data(struct rs_flow *f, u32 len);
+bool rs_flow_on_window(struct rs_flow *f, u64 cons);
+void rs_flow_on_recv_posted(struct rs_flow *f);
+
+void rs_flow_consume(struct rs_flow *f, u32 len);
+bool rs_flow_ack_due(const struct rs_flow *f);
+bool rs_flow_window_due(const struct rs_flow *f);
+void rs_flow_window_sent(struct rs_flow *f);
+
+#endif /* RS_PROTO_H */

@@ -1,0 +1,266 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Per-connection verbs resources: PD, CQ from the device's CQ pool, RC QP,
+ * receive slots, send slots and the two rings. Created from the rdma_cm
+ * handler once the device is known; destroyed by rs_transport_destroy(),
+ * which drains the QP first so no completion can run afterwards.
+ */
+#include <linux/slab.h>
+#include <linux/dma-mapping.h>
+
+#include "rs.h"
+
+static void rs_qp_event(struct ib_event *ev, void *ctx)
+{
+	struct rs_sock *rs = ctx;
+
+	switch (ev->event) {
+	case IB_EVENT_COMM_EST:
+		/* data arrived before the RTU: let the CM move on */
+		rdma_notify(rs->cm_id, IB_EVENT_COMM_EST);
+		break;
+	case IB_EVENT_QP_FATAL:
+	case IB_EVENT_QP_REQ_ERR:
+	case IB_EVENT_QP_ACCESS_ERR:
+		spin_lock_bh(&rs->lock);
+		rs_abort_locked(rs, ECONNRESET);
+		spin_unlock_bh(&rs->lock);
+		break;
+	default:
+		break;
+	}
+}
+
+static int rs_slots_alloc(struct rs_sock *rs)
+{
+	struct ib_device *dev = rs->dev;
+	size_t sbytes = RS_SQ_DEPTH * RS_MSG_SIZE;
+	size_t rbytes = RS_RQ_DEPTH * RS_MSG_SIZE;
+	int i;
+
+	rs->sends = kcalloc(RS_SQ_DEPTH, sizeof(*rs->sends), GFP_KERNEL);
+	rs->recvs = kcalloc(RS_RQ_DEPTH, sizeof(*rs->recvs), GFP_KERNEL);
+	rs->send_msgs = kzalloc(sbytes, GFP_KERNEL);
+	rs->recv_msgs = kzalloc(rbytes, GFP_KERNEL);
+	if (!rs->sends || !rs->recvs || !rs->send_msgs || !rs->recv_msgs)
+		return -ENOMEM;
+	rs->send_msgs_dma = ib_dma_map_single(dev, rs->send_msgs, sbytes,
+					      DMA_TO_DEVICE);
+	if (ib_dma_mapping_error(dev, rs->send_msgs_dma)) {
+		rs->send_msgs_dma = 0;
+		return -ENOMEM;
+	}
+	rs->recv_msgs_dma = ib_dma_map_single(dev, rs->recv_msgs, rbytes,
+					      DMA_FROM_DEVICE);
+	if (ib_dma_mapping_error(dev, rs->recv_msgs_dma)) {
+		rs->recv_msgs_dma = 0;
+		return -ENOMEM;
+	}
+	for (i = 0; i < RS_SQ_DEPTH; i++) {
+		rs->sends[i].cqe.done = rs_send_done;
+		rs->sends[i].rs = rs;
+		rs->sends[i].msg = &rs->send_msgs[i];
+		rs->sends[i].msg_dma = rs->send_msgs_dma + i * RS_MSG_SIZE;
+	}
+	for (i = 0; i < RS_RQ_DEPTH; i++) {
+		struct rs_recv *r = &rs->recvs[i];
+
+		r->cqe.done = rs_recv_done;
+		r->rs = rs;
+		r->msg = &rs->recv_msgs[i];
+		r->sge.addr = rs->recv_msgs_dma + i * RS_MSG_SIZE;
+		r->sge.length = RS_MSG_SIZE;
+		r->sge.lkey = rs->pd->local_dma_lkey;
+	}
+	rs->reg_cqe.cqe.done = rs_reg_done;
+	rs->reg_cqe.rs = rs;
+	return 0;
+}
+
+static void rs_slots_free(struct rs_sock *rs)
+{
+	struct ib_device *dev = rs->dev;
+
+	if (rs->send_msgs_dma)
+		ib_dma_unmap_single(dev, rs->send_msgs_dma,
+				    RS_SQ_DEPTH * RS_MSG_SIZE, DMA_TO_DEVICE);
+	if (rs->recv_msgs_dma)
+		ib_dma_unmap_single(dev, rs->recv_msgs_dma,
+				    RS_RQ_DEPTH * RS_MSG_SIZE, DMA_FROM_DEVICE);
+	rs->send_msgs_dma = 0;
+	rs->recv_msgs_dma = 0;
+	kfree(rs->sends);
+	kfree(rs->recvs);
+	kfree(rs->send_msgs);
+	kfree(rs->recv_msgs);
+	rs->sends = NULL;
+	rs->recvs = NULL;
+	rs->send_msgs = NULL;
+	rs->recv_msgs = NULL;
+}
+
+static int rs_qp_create(struct rs_sock *rs, struct rdma_cm_id *id)
+{
+	struct ib_qp_init_attr attr = {
+		.event_handler = rs_qp_event,
+		.qp_context = rs,
+		.send_cq = rs->cq,
+		.recv_cq = rs->cq,
+		.sq_sig_type = IB_SIGNAL_REQ_WR,
+		.qp_type = IB_QPT_RC,
+		.cap = {
+			/* one more of each for ib_drain_qp() */
+			.max_send_wr = RS_SQ_DEPTH + 1,
+			.max_recv_wr = RS_RQ_DEPTH + 1,
+			.max_send_sge = 2,
+			.max_recv_sge = 1,
+			.max_inline_data = RS_MAX_INLINE,
+		},
+	};
+	int ret;
+
+	ret = rdma_create_qp(id, rs->pd, &attr);
+	if (ret == -EINVAL) {
+		attr.cap.max_inline_data = 0;
+		ret = rdma_create_qp(id, rs->pd, &attr);
+	}
+	if (ret)
+		return ret;
+	rs->qp = id->qp;
+	rs->max_inline = attr.cap.max_inline_data;
+	return 0;
+}
+
+static int rs_post_recvs(struct rs_sock *rs)
+{
+	int i, ret = 0;
+
+	spin_lock_bh(&rs->lock);
+	for (i = 0; i < RS_RQ_DEPTH && !ret; i++)
+		ret = rs_post_recv_locked(rs, &rs->recvs[i]);
+	rs->flow.owed = 0;	/* the initial slots are the peer's credits */
+	spin_unlock_bh(&rs->lock);
+	return ret;
+}
+
+/*
+ * Build the transport on id's device. On failure everything built so far
+ * stays recorded in rs and rs_transport_destroy() releases it.
+ */
+int rs_transport_create(struct rs_sock *rs, struct rdma_cm_id *id)
+{
+	struct ib_device *dev = id->device;
+	u32 max_ring = dev->attrs.max_fast_reg_page_list_len << PAGE_SHIFT;
+	u32 rx_size, tx_size;
+	int ret;
+
+	if (dev->attrs.max_send_sge < 2)
+		return -EOPNOTSUPP;
+	rx_size = rs_ring_size(rs->rcvbuf_ring, max_ring);
+	tx_size = rs_ring_size(rs->sndbuf_ring, max_ring);
+	rs->dev = dev;
+	rs->transport = true;
+	rs->pd = ib_alloc_pd(dev, 0);
+	if (IS_ERR(rs->pd)) {
+		ret = PTR_ERR(rs->pd);
+		rs->pd = NULL;
+		return ret;
+	}
+	rs->cq_size = RS_SQ_DEPTH + RS_RQ_DEPTH + 2;
+	rs->cq = ib_cq_pool_get(dev, rs->cq_size, -1, IB_POLL_SOFTIRQ);
+	if (IS_ERR(rs->cq)) {
+		ret = PTR_ERR(rs->cq);
+		rs->cq = NULL;
+		return ret;
+	}
+	ret = rs_qp_create(rs, id);
+	if (ret)
+		return ret;
+	ret = rs_slots_alloc(rs);
+	if (ret)
+		return ret;
+	ret = rs_ring_alloc(&rs->rx, rx_size);
+	if (ret)
+		return ret;
+	ret = rs_ring_map(&rs->rx, dev, rs->pd, DMA_FROM_DEVICE);
+	if (ret)
+		return ret;
+	ret = rs_ring_alloc(&rs->tx, tx_size);
+	if (ret)
+		return ret;
+	ret = rs_ring_map(&rs->tx, dev, rs->pd, DMA_TO_DEVICE);
+	if (ret)
+		return ret;
+	rs_flow_init(&rs->flow, tx_size, rx_size, RS_RQ_DEPTH,
+		     min_t(u32, tx_size / 2, 256U << 10));
+	return rs_post_recvs(rs);
+}
+
+/* Register both rings; the SETUP message follows the completion. */
+int rs_post_regs(struct rs_sock *rs)
+{
+	struct ib_reg_wr wr[2] = {};
+	const struct ib_send_wr *bad;
+	int ret;
+
+	wr[0].wr.opcode = IB_WR_REG_MR;
+	wr[0].wr.next = &wr[1].wr;
+	wr[0].mr = rs->rx.mr;
+	wr[0].key = rs->rx.mr->rkey;
+	wr[0].access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE;
+	wr[0].wr.wr_cqe = &rs->reg_cqe.cqe;
+	wr[1].wr.opcode = IB_WR_REG_MR;
+	wr[1].mr = rs->tx.mr;
+	wr[1].key = rs->tx.mr->rkey;
+	wr[1].access = IB_ACCESS_LOCAL_WRITE;
+	wr[1].wr.wr_cqe = &rs->reg_cqe.cqe;
+	wr[1].wr.send_flags = IB_SEND_SIGNALED;
+
+	spin_lock_bh(&rs->lock);
+	if (rs->dead) {
+		ret = -ECONNABORTED;
+	} else {
+		rs->regs_pending = 1;
+		ret = ib_post_send(rs->qp, &wr[0].wr, &bad);
+		if (!ret)
+			rs->sq_posted += 2;
+	}
+	spin_unlock_bh(&rs->lock);
+	return ret;
+}
+
+/*
+ * Release all verbs resources. Process context; nothing may post any more
+ * (rs->dead is set). Draining first guarantees that every completion
+ * handler has run before the rings and slots go away. The rings' pages
+ * stay: data already in the stream buffer can still be read.
+ */
+void rs_transport_destroy(struct rs_sock *rs, struct rdma_cm_id *id)
+{
+	struct ib_device *dev = rs->dev;
+
+	if (!rs->transport)
+		return;
+	if (rs->qp) {
+		ib_drain_qp(rs->qp);
+		rdma_destroy_qp(id);
+		rs->qp = NULL;
+	}
+	rs_ring_unmap(&rs->rx, dev, DMA_FROM_DEVICE);
+	rs_ring_unmap(&rs->tx, dev, DMA_TO_DEVICE);
+	if (rs->sends || rs->recvs)
+		rs_slots_free(rs);
+	if (rs->cq)
+		ib_cq_pool_put(rs->cq, rs->cq_size);
+	rs->cq = NULL;
+	if (rs->pd)
+		ib_dealloc_pd(rs->pd);
+	rs->pd = NULL;
+	rs->transport = false;
+}
+
+void rs_transport_free_rings(struct rs_sock *rs)
+{
+	rs_ring_free(&rs->rx);
+	rs_ring_free(&rs->tx);
+}

@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Receiving: the peer's RDMA WRITE WITH IMMEDIATE lands in our stream
+ * buffer and consumes a receive slot; its completion advances rx_prod.
+ * recvmsg copies out of the ring and advances rx_cons, which flows back
+ * to the peer in ACKs as its window.
+ */
+#include <linux/sched/signal.h>
+#include <linux/uio.h>
+
+#include "rs.h"
+
+int rs_post_recv_locked(struct rs_sock *rs, struct rs_recv *r)
+{
+	struct ib_recv_wr wr = {
+		.wr_cqe = &r->cqe,
+		.sg_list = &r->sge,
+		.num_sge = 1,
+	};
+	int ret;
+
+	if (rs->dead)
+		return -ECONNABORTED;
+	ib_dma_sync_single_for_device(rs->dev, r->sge.addr, RS_MSG_SIZE,
+				      DMA_FROM_DEVICE);
+	ret = ib_post_recv(rs->qp, &wr, NULL);
+	if (!ret)
+		rs_flow_on_recv_posted(&rs->flow);
+	return ret;
+}
+
+static bool rs_recv_data_locked(struct rs_sock *rs, u32 imm)
+{
+	u32 len, credits;
+
+	if (imm & RS_IMM_DIRECT)
+		return false;
+	rs_imm_decode(imm, &len, &credits);
+	return rs_flow_on_credits(&rs->flow, credits) &&
+	       rs_flow_on_data(&rs->flow, len);
+}
+
+void rs_recv_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct rs_recv *r = container_of(wc->wr_cqe, struct rs_recv, cqe);
+	struct rs_sock *rs = r->rs;
+	__poll_t mask = 0;
+
+	spin_lock(&rs->lock);
+	if (wc->status != IB_WC_SUCCESS) {
+		if (wc->status != IB_WC_WR_FLUSH_ERR)
+			rs_abort_locked(rs, ECONNRESET);
+		spin_unlock(&rs->lock);
+		return;
+	}
+	if (wc->opcode == IB_WC_RECV_RDMA_WITH_IMM) {
+		if (!rs_recv_data_locked(rs, be32_to_cpu(wc->ex.imm_data)))
+			rs_abort_locked(rs, EPROTO);
+		mask = EPOLLIN | EPOLLRDNORM;
+	} else if (wc->opcode == IB_WC_RECV && wc->byte_len >= RS_MSG_SIZE) {
+		ib_dma_sync_single_for_cpu(rs->dev, r->sge.addr, RS_MSG_SIZE,
+					   DMA_FROM_DEVICE);
+		rs_ctrl_recv_locked(rs, r->msg);
+		mask = EPOLLIN | EPOLLRDNORM | EPOLLOUT | EPOLLWRNORM;
+		if (rs->fin_rcvd)
+			mask |= EPOLLRDHUP;
+	} else {
+		rs_abort_locked(rs, EPROTO);
+	}
+	if (!rs->dead && rs_post_recv_locked(rs, r))
+		rs_abort_locked(rs, ECONNRESET);
+	rs_push_locked(rs);
+	spin_unlock(&rs->lock);
+	if (mask)
+		rs_wake(&rs->sk, mask);
+}
+
+u32 rs_rx_avail(struct rs_sock *rs)
+{
+	u32 avail;
+
+	spin_lock_bh(&rs->lock);
+	avail = rs_flow_rx_avail(&rs->flow);
+	spin_unlock_bh(&rs->lock);
+	return avail;
+}
+
+static bool rs_rx_stop(struct rs_sock *rs, u32 skip)
+{
+	struct sock *sk = &rs->sk;
+
+	return rs_rx_avail(rs) > skip || READ_ONCE(sk->sk_err) ||
+	       (READ_ONCE(sk->sk_shutdown) & RCV_SHUTDOWN);
+}
+
+static void rs_wait_data(struct rs_sock *rs, long *timeo, u32 skip)
+{
+	struct sock *sk = &rs->sk;
+	DEFINE_WAIT_FUNC(wait, woken_wake_function);
+
+	add_wait_queue(sk_sleep(sk), &wait);
+	sk_wait_event(sk, timeo, rs_rx_stop(rs, skip), &wait);
+	remove_wait_queue(sk_sleep(sk), &wait);
+}
+
+/* Copy up to len bytes at skip past rx_cons; consume them unless peeking. */
+static int rs_rx_copy(struct rs_sock *rs, struct msghdr *msg, u32 len,
+		      u32 skip, bool peek)
+{
+	u32 off = (u32)(rs->flow.rx_cons + skip) & (rs->rx.size - 1);
+	int err;
+
+	err = rs_ring_copy_out(&rs->rx, off, &msg->msg_iter, len);
+	if (err || peek)
+		return err;
+	spin_lock_bh(&rs->lock);
+	rs_flow_consume(&rs->flow, len);
+	rs_push_locked(rs);
+	spin_unlock_bh(&rs->lock);
+	return 0;
+}
+
+int rs_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
+	       int flags)
+{
+	struct sock *sk = sock->sk;
+	struct rs_sock *rs = rs_sk(sk);
+	bool peek = flags & MSG_PEEK;
+	size_t copied = 0, target;
+	u32 avail, skip = 0, n;
+	long timeo;
+	int err = 0;
+
+	if (flags & MSG_OOB)
+		return -EINVAL;
+	if (flags & MSG_ERRQUEUE)
+		return -EAGAIN;
+	lock_sock(sk);
+	if (!rs->flow.rx_size || sk->sk_state == TCP_LISTEN) {
+		err = -ENOTCONN;
+		goto out;
+	}
+	timeo = sock_rcvtimeo(sk, flags & MSG_DONTWAIT);
+	target = sock_rcvlowat(sk, flags & MSG_WAITALL, len);
+	while (copied < len) {
+		avail = rs_rx_avail(rs) - skip;
+		if (avail) {
+			n = min_t(size_t, avail, len - copied);
+			err = rs_rx_copy(rs, msg, n, skip, peek);
+			if (err)
+				break;
+			copied += n;
+			if (peek)
+				skip += n;
+			if (copied >= target)
+				break;
+			continue;
+		}
+		if (sk->sk_err) {
+			if (!copied)
+				err = sock_error(sk);
+			break;
+		}
+		if (sk->sk_shutdown & RCV_SHUTDOWN)
+			break;
+		if (!timeo) {
+			err = -EAGAIN;
+			break;
+		}
+		if (signal_pending(current)) {
+			err = sock_intr_errno(timeo);
+			break;
+		}
+		rs_wait_data(rs, &timeo, skip);
+	}
+out:
+	release_sock(sk);
+	return copied ? copied : err;
+}

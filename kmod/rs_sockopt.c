@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Socket options. SOL_SOCKET options (buffer sizes, timeouts, linger,
+ * keepalive, SO_ERROR) are handled by the core socket code; here are
+ * SOL_RDMASTREAM and the SOL_TCP options that programs written for TCP
+ * set routinely.
+ */
+#include <linux/tcp.h>
+
+#include "rs.h"
+#include "../uapi/linux/rdmastream.h"
+
+int rs_setsockopt(struct socket *sock, int level, int optname,
+		  sockptr_t optval, unsigned int optlen)
+{
+	struct rs_sock *rs = rs_sk(sock->sk);
+	int val;
+
+	if (level == SOL_RDMASTREAM)
+		return optname == RDMASTREAM_INFO ? -EOPNOTSUPP : -ENOPROTOOPT;
+	if (level != SOL_TCP)
+		return -ENOPROTOOPT;
+	if (optname != TCP_NODELAY)
+		return -ENOPROTOOPT;
+	if (optlen < sizeof(int))
+		return -EINVAL;
+	if (copy_from_sockptr(&val, optval, sizeof(val)))
+		return -EFAULT;
+	/* writes are never delayed: record the choice and report it back */
+	WRITE_ONCE(rs->nodelay, !!val);
+	return 0;
+}
+
+static void rs_info_fill(struct rs_sock *rs, struct rdmastream_info *info)
+{
+	struct rs_flow *f = &rs->flow;
+
+	memset(info, 0, sizeof(*info));
+	info->rsi_state = inet_sk_state_load(&rs->sk);
+	spin_lock_bh(&rs->lock);
+	info->rsi_flags = (rs->peer_ready ? RDMASTREAM_INFO_F_PEER_READY : 0) |
+			  (rs->fin_sent ? RDMASTREAM_INFO_F_FIN_SENT : 0) |
+			  (rs->fin_rcvd ? RDMASTREAM_INFO_F_FIN_RCVD : 0) |
+			  (rs->sk.sk_err == ECONNRESET ?
+			   RDMASTREAM_INFO_F_RESET : 0);
+	info->rsi_rx_ring = f->rx_size;
+	info->rsi_tx_ring = f->tx_size;
+	info->rsi_peer_ring = f->peer_size;
+	info->rsi_credits = f->credits;
+	info->rsi_max_inline = rs->max_inline;
+	info->rsi_bytes_sent = f->tx_head;
+	info->rsi_bytes_acked = f->peer_cons;
+	info->rsi_bytes_received = f->rx_prod;
+	info->rsi_bytes_read = f->rx_cons;
+	info->rsi_writes = rs->stats.writes;
+	info->rsi_inline_writes = rs->stats.inline_writes;
+	info->rsi_ctrl_sent = rs->stats.ctrl_sent;
+	info->rsi_ctrl_received = rs->stats.ctrl_received;
+	info->rsi_window_stalls = rs->stats.window_stalls;
+	info->rsi_credit_stalls = rs->stats.credit_stalls;
+	info->rsi_completions = rs->stats.completions;
+	spin_unlock_bh(&rs->lock);
+}
+
+int rs_getsockopt(struct socket *sock, int level, int optname,
+		  char __user *optval, int __user *optlen)
+{
+	struct rs_sock *rs = rs_sk(sock->sk);
+	struct rdmastream_info info;
+	int len, val;
+
+	if (get_user(len, optlen))
+		return -EFAULT;
+	if (len < 0)
+		return -EINVAL;
+	if (level == SOL_RDMASTREAM && optname == RDMASTREAM_INFO) {
+		rs_info_fill(rs, &info);
+		len = min_t(int, len, sizeof(info));
+		if (put_user(len, optlen) || copy_to_user(optval, &info, len))
+			return -EFAULT;
+		return 0;
+	}
+	if (level != SOL_TCP || optname != TCP_NODELAY)
+		return -ENOPROTOOPT;
+	val = READ_ONCE(rs->nodelay);
+	len = min_t(int, len, sizeof(val));
+	if (put_user(len, optlen) || copy_to_user(optval, &val, len))
+		return -EFAULT;
+	return 0;
+}

@@ -1,0 +1,266 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Sending: sendmsg copies into the send ring; rs_push_locked() turns queued
+ * bytes into RDMA WRITE WITH IMMEDIATE work requests into the peer's stream
+ * buffer as far as window, credits and send queue allow. Push runs from
+ * sendmsg and from every completion that opens one of those limits.
+ */
+#include <linux/sched/signal.h>
+#include <linux/uio.h>
+
+#include "rs.h"
+
+#define RS_COPY_CHUNK	(64U << 10)	/* copy, then push, this much */
+
+u32 rs_sq_free(const struct rs_sock *rs)
+{
+	return RS_SQ_DEPTH - (u32)(rs->sq_posted - rs->sq_done);
+}
+
+/*
+ * Post one work request from the next send slot. Every WR carries a cqe,
+ * signalled or not, because a flushed WR completes either way.
+ */
+int rs_post_slot(struct rs_sock *rs, struct ib_send_wr *wr, bool signal,
+		 bool fin)
+{
+	struct rs_send *s = &rs->sends[rs->sq_posted % RS_SQ_DEPTH];
+	int ret;
+
+	if (rs->sq_posted - rs->sq_signaled >= RS_SIGNAL_EVERY)
+		signal = true;
+	s->seq = rs->sq_posted;
+	s->tx_end = rs->flow.tx_sent;
+	s->fin = fin;
+	wr->wr_cqe = &s->cqe;
+	if (signal) {
+		wr->send_flags |= IB_SEND_SIGNALED;
+		rs->sq_signaled = rs->sq_posted;
+	}
+	ret = ib_post_send(rs->qp, wr, NULL);
+	if (ret)
+		return ret;
+	rs->sq_posted++;
+	return 0;
+}
+
+static int rs_post_chunk(struct rs_sock *rs, const struct rs_chunk *c)
+{
+	struct rs_ring *tx = &rs->tx;
+	struct ib_sge sge[2];
+	struct ib_rdma_wr wr = {};
+	u32 first = min(c->len, tx->size - c->local_off);
+	bool inl = c->len <= rs->max_inline;
+	int i, n = c->len > first ? 2 : 1;
+	u32 credits;
+
+	for (i = 0; i < n; i++) {
+		u32 off = i ? 0 : c->local_off;
+
+		sge[i].length = i ? c->len - first : first;
+		if (inl) {
+			sge[i].addr = (uintptr_t)(tx->vaddr + off);
+			sge[i].lkey = 0;
+		} else {
+			sge[i].addr = tx->mr->iova + off;
+			sge[i].lkey = tx->mr->lkey;
+		}
+	}
+	credits = rs_flow_take_owed(&rs->flow);
+	wr.wr.opcode = IB_WR_RDMA_WRITE_WITH_IMM;
+	wr.wr.ex.imm_data = cpu_to_be32(rs_imm_encode(c->len, credits));
+	wr.wr.sg_list = sge;
+	wr.wr.num_sge = n;
+	wr.wr.send_flags = inl ? IB_SEND_INLINE : 0;
+	wr.remote_addr = rs->peer_addr + c->remote_off;
+	wr.rkey = rs->peer_rkey;
+
+	rs_flow_chunk_sent(&rs->flow, c);
+	if (rs_post_slot(rs, &wr.wr, !inl, false)) {
+		/* the QP is broken; the CM or a completion will report it */
+		rs->flow.owed += credits;
+		rs_abort_locked(rs, ECONNRESET);
+		return -EIO;
+	}
+	rs->stats.writes++;
+	if (inl)
+		rs->stats.inline_writes++;
+	return 0;
+}
+
+static void rs_push_data_locked(struct rs_sock *rs)
+{
+	struct rs_chunk c;
+
+	while (rs_flow_next_chunk(&rs->flow, &c)) {
+		if (!rs_sq_free(rs))
+			return;
+		if (!rs_flow_may_send(&rs->flow, min(rs->flow.owed,
+						     RS_IMM_CREDIT_MAX))) {
+			rs->stats.credit_stalls++;
+			return;
+		}
+		if (rs_post_chunk(rs, &c))
+			return;
+	}
+	if (rs_flow_tx_unsent(&rs->flow))
+		rs->stats.window_stalls++;
+}
+
+/* Post whatever may go now: data, then FIN, then a pending ACK. */
+void rs_push_locked(struct rs_sock *rs)
+{
+	if (rs->dead || !rs->transport)
+		return;
+	if (rs->peer_ready && !rs->regs_pending) {
+		rs_push_data_locked(rs);
+		if (rs->fin_wanted && !rs->fin_sent && !rs->dead &&
+		    !rs_flow_tx_unsent(&rs->flow))
+			rs_ctrl_post_locked(rs, RS_MSG_FIN);
+	}
+	if (!rs->dead)
+		rs_ctrl_flush_locked(rs);
+}
+
+u32 rs_tx_space(struct rs_sock *rs)
+{
+	u32 space;
+
+	spin_lock_bh(&rs->lock);
+	space = rs_flow_tx_space(&rs->flow);
+	spin_unlock_bh(&rs->lock);
+	return space;
+}
+
+void rs_send_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct rs_send *s = container_of(wc->wr_cqe, struct rs_send, cqe);
+	struct rs_sock *rs = s->rs;
+	bool writable;
+
+	spin_lock(&rs->lock);
+	if (wc->status != IB_WC_SUCCESS) {
+		if (wc->status != IB_WC_WR_FLUSH_ERR)
+			rs_abort_locked(rs, wc->status == IB_WC_RETRY_EXC_ERR ?
+					ETIMEDOUT : ECONNRESET);
+		spin_unlock(&rs->lock);
+		return;
+	}
+	rs->stats.completions++;
+	if (s->seq + 1 > rs->sq_done)
+		rs->sq_done = s->seq + 1;
+	if (s->tx_end > rs->flow.tx_done)
+		rs->flow.tx_done = s->tx_end;
+	if (s->fin)
+		rs->fin_done = true;
+	rs_push_locked(rs);
+	rs_maybe_finish_locked(rs);
+	writable = rs_flow_tx_space(&rs->flow) > 0;
+	spin_unlock(&rs->lock);
+	if (writable)
+		rs_wake(&rs->sk, EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);
+}
+
+/*
+ * Why sending is impossible now, or 0 when it is possible. A pending socket
+ * error is reported (and cleared) only when consume is set.
+ */
+static int rs_send_error(struct rs_sock *rs, bool consume)
+{
+	struct sock *sk = &rs->sk;
+
+	if (READ_ONCE(sk->sk_err))
+		return consume ? sock_error(sk) : -EPIPE;
+	if (sk->sk_shutdown & SEND_SHUTDOWN)
+		return -EPIPE;
+	if (sk->sk_state != TCP_ESTABLISHED)
+		return -EPIPE;
+	if (rs->dead)
+		return -EPIPE;
+	return 0;
+}
+
+int rs_wait_connect(struct rs_sock *rs, long *timeo)
+{
+	struct sock *sk = &rs->sk;
+	DEFINE_WAIT_FUNC(wait, woken_wake_function);
+
+	while (sk->sk_state == TCP_SYN_SENT) {
+		if (!*timeo)
+			return -EAGAIN;
+		if (signal_pending(current))
+			return sock_intr_errno(*timeo);
+		add_wait_queue(sk_sleep(sk), &wait);
+		sk_wait_event(sk, timeo, sk->sk_state != TCP_SYN_SENT, &wait);
+		remove_wait_queue(sk_sleep(sk), &wait);
+	}
+	return 0;
+}
+
+/* Wait for send ring space; returns the space or a negative error. */
+static long rs_wait_space(struct rs_sock *rs, long *timeo)
+{
+	struct sock *sk = &rs->sk;
+	DEFINE_WAIT_FUNC(wait, woken_wake_function);
+	u32 space;
+	int err;
+
+	for (;;) {
+		err = rs_send_error(rs, true);
+		if (err)
+			return err;
+		space = rs_tx_space(rs);
+		if (space)
+			return space;
+		if (!*timeo)
+			return -EAGAIN;
+		if (signal_pending(current))
+			return sock_intr_errno(*timeo);
+		add_wait_queue(sk_sleep(sk), &wait);
+		sk_wait_event(sk, timeo, rs_tx_space(rs) || rs_send_error(rs, false),
+			      &wait);
+		remove_wait_queue(sk_sleep(sk), &wait);
+	}
+}
+
+int rs_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
+{
+	struct sock *sk = sock->sk;
+	struct rs_sock *rs = rs_sk(sk);
+	int flags = msg->msg_flags;
+	size_t copied = 0;
+	long timeo, space;
+	int err;
+
+	if (flags & MSG_OOB)
+		return -EOPNOTSUPP;
+	lock_sock(sk);
+	timeo = sock_sndtimeo(sk, flags & MSG_DONTWAIT);
+	err = rs_wait_connect(rs, &timeo);
+	if (!err)
+		err = rs_send_error(rs, true);
+	while (!err && copied < len) {
+		u32 n, off;
+
+		space = rs_wait_space(rs, &timeo);
+		if (space < 0) {
+			err = space;
+			break;
+		}
+		n = min_t(size_t, min_t(u32, space, RS_COPY_CHUNK),
+			  len - copied);
+		off = (u32)rs->flow.tx_head & (rs->tx.size - 1);
+		err = rs_ring_copy_in(&rs->tx, off, &msg->msg_iter, n);
+		if (err)
+			break;
+		copied += n;
+		spin_lock_bh(&rs->lock);
+		rs->flow.tx_head += n;
+		rs_push_locked(rs);
+		spin_unlock_bh(&rs->lock);
+	}
+	release_sock(sk);
+	if (copied)
+		return copied;
+	return sk_stream_error(sk, flags, err);
+}

@@ -155,6 +155,9 @@ static void __attribute__((constructor)) rs_config_init(void)
 	close(fd);
 }
 
+/* Informational line in the TAP output (stderr is unbuffered). */
+#define rs_info(fmt, ...) fprintf(stderr, "# " fmt "\n", ##__VA_ARGS__)
+
 /* ---- time ---- */
 
 static inline double rs_now(void)

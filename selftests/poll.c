@@ -1,0 +1,670 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Readiness of AF_RDMASTREAM sockets: poll(), select() and epoll (level
+ * and edge triggered), for data, write space, half and full shutdown,
+ * resets and pending connections.
+ *
+ * Knob: RS_PINGPONG (10000) messages in epoll_et_pingpong.
+ */
+#include "rs_common.h"
+
+#include <sys/epoll.h>
+#include <sys/select.h>
+
+#define ALL_EVENTS	(POLLIN | POLLOUT | POLLRDHUP)
+
+FIXTURE(poll)
+{
+	int c;
+	int s;
+};
+
+FIXTURE_SETUP(poll)
+{
+	rs_watchdog(_metadata->timeout + 30);
+	rs_pair(_metadata, &self->c, &self->s);
+}
+
+FIXTURE_TEARDOWN(poll)
+{
+	if (self->c >= 0)
+		close(self->c);
+	if (self->s >= 0)
+		close(self->s);
+}
+
+/* Do something to a socket from another thread after a delay. */
+enum later_op { LATER_SEND, LATER_SHUT_WR, LATER_SHUT_RDWR, LATER_CLOSE,
+		LATER_DRAIN };
+
+struct later {
+	int fd;
+	enum later_op op;
+	unsigned int delay_ms;
+	size_t drain;		/* LATER_DRAIN: bytes to read */
+	int err;
+	pthread_t thr;
+};
+
+static void *later_fn(void *arg)
+{
+	struct later *l = arg;
+	static char buf[65536];
+	size_t left = l->drain;
+	ssize_t n;
+	int ret = 0;
+
+	rs_msleep(l->delay_ms);
+	switch (l->op) {
+	case LATER_SEND:
+		ret = send(l->fd, "ping", 4, 0) == 4 ? 0 : -1;
+		break;
+	case LATER_SHUT_WR:
+		ret = shutdown(l->fd, SHUT_WR);
+		break;
+	case LATER_SHUT_RDWR:
+		ret = shutdown(l->fd, SHUT_RDWR);
+		break;
+	case LATER_CLOSE:
+		ret = close(l->fd);
+		break;
+	case LATER_DRAIN:
+		while (left) {
+			n = recv(l->fd, buf, left < sizeof(buf) ?
+				 left : sizeof(buf), 0);
+			if (n <= 0) {
+				ret = -1;
+				if (!n)
+					errno = EPIPE;
+				break;
+			}
+			left -= n;
+		}
+		break;
+	}
+	if (ret)
+		l->err = errno;
+	return NULL;
+}
+
+static void later_start(struct __test_metadata *_metadata, struct later *l,
+			int fd, enum later_op op, unsigned int delay_ms)
+{
+	l->fd = fd;
+	l->op = op;
+	l->delay_ms = delay_ms;
+	ASSERT_EQ(0, pthread_create(&l->thr, NULL, later_fn, l));
+}
+
+static void later_join(struct __test_metadata *_metadata, struct later *l)
+{
+	pthread_join(l->thr, NULL);
+	ASSERT_EQ(0, l->err) TH_LOG("delayed op: %s", strerror(l->err));
+}
+
+/* poll() until all of want show up (or timeout); returns last revents. */
+static int poll_until(int fd, short events, short want, int timeout_ms)
+{
+	double end = rs_now() + timeout_ms / 1000.0;
+	int rev;
+
+	for (;;) {
+		rev = rs_poll(fd, events, 100);
+		if (rev < 0 || (rev & want) == want || rs_now() > end)
+			return rev;
+		if (rev)
+			rs_msleep(10);
+	}
+}
+
+TEST_F(poll, pollout_connected)
+{
+	EXPECT_EQ(POLLOUT, rs_poll(self->c, ALL_EVENTS, 0));
+	EXPECT_EQ(POLLOUT, rs_poll(self->s, ALL_EVENTS, 0));
+	EXPECT_EQ(POLLOUT | POLLWRNORM,
+		  rs_poll(self->c, POLLOUT | POLLWRNORM, 0));
+	/* Nothing to read: a timed poll for input times out. */
+	EXPECT_EQ(0, rs_poll(self->s, POLLIN | POLLRDHUP, 200));
+}
+
+TEST_F(poll, unconnected)
+{
+	int fd = rs_socket(0), rev;
+
+	/* TCP: a socket that is not connected reports POLLHUP at once. */
+	ASSERT_GE(fd, 0);
+	rev = rs_poll(fd, ALL_EVENTS, 1000);
+	EXPECT_EQ(POLLHUP, rev & POLLHUP) TH_LOG("revents 0x%x", rev);
+	EXPECT_EQ(0, rev & (POLLIN | POLLERR));
+	close(fd);
+}
+
+TEST_F(poll, pollin_arrival)
+{
+	struct later l = { };
+	double t0 = rs_now();
+	char buf[8];
+
+	later_start(_metadata, &l, self->c, LATER_SEND, 300);
+	/* Blocks until the data is there. */
+	ASSERT_EQ(POLLIN | POLLRDNORM,
+		  rs_poll(self->s, POLLIN | POLLRDNORM | POLLRDHUP, 5000));
+	EXPECT_GE(rs_now() - t0, 0.25);
+	later_join(_metadata, &l);
+	EXPECT_EQ(POLLIN | POLLOUT, rs_poll(self->s, ALL_EVENTS, 0));
+	ASSERT_EQ(4, recv(self->s, buf, sizeof(buf), 0));
+	/* Drained: no longer readable. */
+	EXPECT_EQ(POLLOUT, rs_poll(self->s, ALL_EVENTS, 0));
+}
+
+struct poller {
+	int fd;
+	int revents;
+	pthread_t thr;
+};
+
+static void *poller_fn(void *arg)
+{
+	struct poller *p = arg;
+
+	p->revents = rs_poll(p->fd, POLLIN, 5000);
+	return NULL;
+}
+
+TEST_F(poll, two_pollers)
+{
+	struct poller p[2] = { { .fd = self->s }, { .fd = self->s } };
+	int i;
+
+	/* One arrival wakes every waiter. */
+	for (i = 0; i < 2; i++)
+		ASSERT_EQ(0, pthread_create(&p[i].thr, NULL, poller_fn, &p[i]));
+	rs_msleep(200);
+	ASSERT_EQ(1, send(self->c, "x", 1, 0));
+	for (i = 0; i < 2; i++) {
+		pthread_join(p[i].thr, NULL);
+		EXPECT_EQ(POLLIN, p[i].revents);
+	}
+}
+
+TEST_F(poll, rdhup_on_shut_wr)
+{
+	struct later l = { };
+	char b;
+
+	/* A blocked poll wakes up for the peer's FIN. */
+	later_start(_metadata, &l, self->c, LATER_SHUT_WR, 200);
+	EXPECT_EQ(POLLIN | POLLRDHUP, rs_poll(self->s, POLLIN | POLLRDHUP,
+					      5000));
+	later_join(_metadata, &l);
+	EXPECT_EQ(POLLIN | POLLOUT | POLLRDHUP,
+		  rs_poll(self->s, ALL_EVENTS, 0));
+	ASSERT_EQ(0, recv(self->s, &b, 1, 0));
+	/* EOF stays readable; the shut down side may still read. */
+	EXPECT_EQ(POLLIN | POLLOUT | POLLRDHUP,
+		  rs_poll(self->s, ALL_EVENTS, 0));
+	EXPECT_EQ(POLLOUT, rs_poll(self->c, ALL_EVENTS, 0));
+}
+
+TEST_F(poll, rdhup_after_data)
+{
+	char buf[16];
+
+	ASSERT_EQ(5, send(self->c, "hello", 5, 0));
+	ASSERT_EQ(0, shutdown(self->c, SHUT_WR));
+	EXPECT_EQ(POLLIN | POLLOUT | POLLRDHUP,
+		  poll_until(self->s, ALL_EVENTS, POLLRDHUP, 5000));
+	ASSERT_EQ(5, recv(self->s, buf, sizeof(buf), 0));
+	EXPECT_EQ(POLLIN | POLLOUT | POLLRDHUP,
+		  rs_poll(self->s, ALL_EVENTS, 0));
+	ASSERT_EQ(0, recv(self->s, buf, sizeof(buf), 0));
+}
+
+TEST_F(poll, rdhup_on_peer_close)
+{
+	int rev;
+
+	close(self->s);
+	self->s = -1;
+	rev = poll_until(self->c, ALL_EVENTS, POLLRDHUP, 5000);
+	/* Half closed: readable EOF, still writable, no hang-up yet. */
+	EXPECT_EQ(POLLIN | POLLOUT | POLLRDHUP, rev);
+}
+
+TEST_F(poll, hup_both_shut)
+{
+	int rev;
+
+	ASSERT_EQ(0, shutdown(self->c, SHUT_WR));
+	ASSERT_EQ(0, shutdown(self->s, SHUT_WR));
+	rev = poll_until(self->c, ALL_EVENTS, POLLHUP, 5000);
+	EXPECT_EQ(POLLHUP, rev & POLLHUP) TH_LOG("revents 0x%x", rev);
+	EXPECT_EQ(POLLIN | POLLRDHUP, rev & (POLLIN | POLLRDHUP));
+	EXPECT_EQ(0, rev & POLLERR);
+	rev = poll_until(self->s, ALL_EVENTS, POLLHUP, 5000);
+	EXPECT_EQ(POLLHUP, rev & POLLHUP) TH_LOG("revents 0x%x", rev);
+	EXPECT_EQ(POLLIN | POLLRDHUP, rev & (POLLIN | POLLRDHUP));
+	EXPECT_EQ(0, rev & POLLERR);
+}
+
+TEST_F(poll, hup_local_rdwr)
+{
+	struct later l = { };
+	int rev;
+
+	/* A poll blocked on input wakes up for the local SHUT_RDWR. */
+	later_start(_metadata, &l, self->c, LATER_SHUT_RDWR, 200);
+	rev = rs_poll(self->c, POLLIN, 5000);
+	later_join(_metadata, &l);
+	EXPECT_EQ(POLLIN | POLLHUP, rev & (POLLIN | POLLHUP))
+		TH_LOG("revents 0x%x", rev);
+	EXPECT_EQ(0, rev & POLLERR);
+	rev = poll_until(self->s, ALL_EVENTS, POLLRDHUP, 5000);
+	EXPECT_EQ(POLLIN | POLLRDHUP, rev & (POLLIN | POLLRDHUP));
+	EXPECT_EQ(0, rev & (POLLERR | POLLHUP));
+}
+
+FIXTURE(reset)
+{
+	int c;
+	int s;
+};
+
+FIXTURE_VARIANT(reset)
+{
+	bool linger0;	/* abortive close instead of close with unread data */
+};
+
+FIXTURE_VARIANT_ADD(reset, linger0) { .linger0 = true };
+FIXTURE_VARIANT_ADD(reset, unread) { .linger0 = false };
+
+FIXTURE_SETUP(reset)
+{
+	rs_watchdog(_metadata->timeout + 30);
+	rs_pair(_metadata, &self->c, &self->s);
+}
+
+FIXTURE_TEARDOWN(reset)
+{
+	close(self->c);
+}
+
+/* Make the server end reset the connection. */
+static void reset_peer(struct __test_metadata *_metadata, int s,
+		       bool linger0, int c)
+{
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+
+	if (linger0) {
+		ASSERT_EQ(0, setsockopt(s, SOL_SOCKET, SO_LINGER, &lg,
+					sizeof(lg)));
+	} else {
+		ASSERT_EQ(6, send(c, "unread", 6, 0));
+		ASSERT_EQ(6, rs_wait_inq(s, 6, 5000));
+	}
+	close(s);
+}
+
+TEST_F(reset, pollerr)
+{
+	char b;
+	int rev;
+
+	reset_peer(_metadata, self->s, variant->linger0, self->c);
+	rev = poll_until(self->c, ALL_EVENTS, POLLERR, 5000);
+	EXPECT_EQ(POLLERR | POLLHUP, rev & (POLLERR | POLLHUP))
+		TH_LOG("revents 0x%x", rev);
+	EXPECT_EQ(ECONNRESET, rs_sock_error(self->c));
+	/* The error was reported; what is left is a closed socket. */
+	EXPECT_EQ(0, recv(self->c, &b, 1, 0));
+	EXPECT_EQ(-1, send(self->c, "x", 1, MSG_NOSIGNAL));
+	EXPECT_EQ(EPIPE, errno);
+	rev = rs_poll(self->c, ALL_EVENTS, 0);
+	EXPECT_EQ(POLLHUP, rev & (POLLHUP | POLLERR));
+}
+
+TEST_F(reset, wakes_poll)
+{
+	struct later l = { };
+	int rev;
+
+	/* A poll blocked for input wakes up with POLLERR. */
+	if (!variant->linger0) {
+		ASSERT_EQ(6, send(self->c, "unread", 6, 0));
+		ASSERT_EQ(6, rs_wait_inq(self->s, 6, 5000));
+	} else {
+		struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+
+		ASSERT_EQ(0, setsockopt(self->s, SOL_SOCKET, SO_LINGER, &lg,
+					sizeof(lg)));
+	}
+	later_start(_metadata, &l, self->s, LATER_CLOSE, 200);
+	rev = rs_poll(self->c, POLLIN, 5000);
+	later_join(_metadata, &l);
+	EXPECT_EQ(POLLERR, rev & POLLERR) TH_LOG("revents 0x%x", rev);
+}
+
+TEST_F(poll, pollout_after_drain)
+{
+	struct later l = { };
+	ssize_t total;
+
+	total = rs_fill_pipe(self->c, rs_key(0, 0, 30));
+	ASSERT_GT(total, 0);
+	EXPECT_EQ(0, rs_poll(self->c, POLLOUT, 200));
+	/* Reading on the other side opens space and wakes the writer. */
+	l.drain = total;
+	later_start(_metadata, &l, self->s, LATER_DRAIN, 200);
+	EXPECT_EQ(POLLOUT, rs_poll(self->c, POLLOUT, 10000));
+	later_join(_metadata, &l);
+}
+
+TEST_F(poll, select_rw)
+{
+	struct timeval tv = { .tv_usec = 100000 };
+	fd_set rfds, wfds;
+	pid_t pid;
+	int status;
+
+	FD_ZERO(&rfds);
+	FD_SET(self->s, &rfds);
+	EXPECT_EQ(0, select(self->s + 1, &rfds, NULL, NULL, &tv));
+
+	FD_ZERO(&wfds);
+	FD_SET(self->c, &wfds);
+	tv.tv_sec = 1;
+	EXPECT_EQ(1, select(self->c + 1, NULL, &wfds, NULL, &tv));
+	EXPECT_TRUE(FD_ISSET(self->c, &wfds));
+
+	/* Another process sends after a while; select() waits for it. */
+	pid = fork();
+	ASSERT_GE(pid, 0);
+	if (!pid) {
+		rs_msleep(300);
+		_exit(send(self->c, "z", 1, 0) == 1 ? 0 : 1);
+	}
+	FD_ZERO(&rfds);
+	FD_SET(self->s, &rfds);
+	tv.tv_sec = 5;
+	tv.tv_usec = 0;
+	EXPECT_EQ(1, select(self->s + 1, &rfds, NULL, NULL, &tv));
+	EXPECT_TRUE(FD_ISSET(self->s, &rfds));
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_EQ(0, status);
+}
+
+static int ep_add(int fd, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.fd = fd };
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+
+	if (ep < 0)
+		return -1;
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev)) {
+		close(ep);
+		return -1;
+	}
+	return ep;
+}
+
+TEST_F(poll, epoll_level)
+{
+	struct epoll_event ev;
+	char buf[8];
+	int ep;
+
+	ep = ep_add(self->s, EPOLLIN | EPOLLRDHUP);
+	ASSERT_GE(ep, 0);
+	EXPECT_EQ(0, epoll_wait(ep, &ev, 1, 100));
+	ASSERT_EQ(4, send(self->c, "abcd", 4, 0));
+	ASSERT_EQ(1, epoll_wait(ep, &ev, 1, 5000));
+	EXPECT_EQ(EPOLLIN, ev.events);
+	/* Level triggered: reported until drained. */
+	ASSERT_EQ(2, recv(self->s, buf, 2, 0));
+	ASSERT_EQ(1, epoll_wait(ep, &ev, 1, 0));
+	EXPECT_EQ(EPOLLIN, ev.events);
+	ASSERT_EQ(2, recv(self->s, buf, sizeof(buf), 0));
+	EXPECT_EQ(0, epoll_wait(ep, &ev, 1, 100));
+	/* And for the peer's FIN. */
+	ASSERT_EQ(0, shutdown(self->c, SHUT_WR));
+	ASSERT_EQ(1, epoll_wait(ep, &ev, 1, 5000));
+	EXPECT_EQ(EPOLLIN | EPOLLRDHUP, ev.events);
+	close(ep);
+}
+
+TEST_F(poll, epoll_edge)
+{
+	struct epoll_event ev;
+	char buf[16];
+	int ep;
+
+	ep = ep_add(self->s, EPOLLIN | EPOLLRDHUP | EPOLLET);
+	ASSERT_GE(ep, 0);
+	EXPECT_EQ(0, epoll_wait(ep, &ev, 1, 100));
+
+	ASSERT_EQ(4, send(self->c, "abcd", 4, 0));
+	ASSERT_EQ(1, epoll_wait(ep, &ev, 1, 5000));
+	EXPECT_EQ(EPOLLIN, ev.events);
+	/* One event per arrival, even when not drained. */
+	EXPECT_EQ(0, epoll_wait(ep, &ev, 1, 200));
+	ASSERT_EQ(4, send(self->c, "efgh", 4, 0));
+	ASSERT_EQ(1, epoll_wait(ep, &ev, 1, 5000));
+	EXPECT_EQ(EPOLLIN, ev.events);
+	EXPECT_EQ(0, epoll_wait(ep, &ev, 1, 200));
+	ASSERT_EQ(8, rs_recv_all(self->s, buf, 8, 0));
+	ASSERT_EQ(0, memcmp(buf, "abcdefgh", 8));
+	EXPECT_EQ(0, epoll_wait(ep, &ev, 1, 100));
+	/* The FIN is an edge too. */
+	ASSERT_EQ(0, shutdown(self->c, SHUT_WR));
+	ASSERT_EQ(1, epoll_wait(ep, &ev, 1, 5000));
+	EXPECT_EQ(EPOLLIN | EPOLLRDHUP, ev.events);
+	EXPECT_EQ(0, epoll_wait(ep, &ev, 1, 100));
+	close(ep);
+}
+
+TEST_F(poll, epoll_edge_pollout)
+{
+	struct epoll_event ev;
+	struct later l = { };
+	ssize_t total;
+	int ep;
+
+	ep = ep_add(self->c, EPOLLOUT | EPOLLET);
+	ASSERT_GE(ep, 0);
+	ASSERT_EQ(1, epoll_wait(ep, &ev, 1, 1000));
+	EXPECT_EQ(EPOLLOUT, ev.events);
+	EXPECT_EQ(0, epoll_wait(ep, &ev, 1, 100));
+	total = rs_fill_pipe(self->c, rs_key(0, 0, 31));
+	ASSERT_GT(total, 0);
+	/* Space coming back is a new edge. */
+	l.drain = total;
+	later_start(_metadata, &l, self->s, LATER_DRAIN, 200);
+	ASSERT_EQ(1, epoll_wait(ep, &ev, 1, 10000));
+	EXPECT_EQ(EPOLLOUT, ev.events);
+	later_join(_metadata, &l);
+	close(ep);
+}
+
+/* Ping-pong of sequence numbers between two epoll ET loops. */
+struct pinger {
+	int fd;
+	bool first;		/* sends the first message */
+	unsigned long count;
+	unsigned long events;	/* epoll_wait returns */
+	unsigned long empty;	/* of which found nothing to read */
+	unsigned long done;
+	int err;
+	const char *what;
+	pthread_t thr;
+};
+
+static void *pinger_fn(void *arg)
+{
+	struct pinger *p = arg;
+	struct epoll_event ev;
+	uint64_t buf[64], want = 0, next = 0;
+	size_t have = 0;	/* bytes in buf */
+	ssize_t n;
+	int ep, ret;
+
+	ep = ep_add(p->fd, EPOLLIN | EPOLLRDHUP | EPOLLET);
+	if (ep < 0) {
+		p->err = errno;
+		p->what = "epoll";
+		return NULL;
+	}
+	if (p->first) {
+		if (send(p->fd, &next, 8, 0) != 8) {
+			p->err = errno;
+			p->what = "send";
+			goto out;
+		}
+		next++;
+	}
+	while (p->done < p->count) {
+		ret = epoll_wait(ep, &ev, 1, 5000);
+		if (ret < 0 && errno == EINTR)
+			continue;
+		if (ret != 1) {
+			p->err = ret ? errno : ETIMEDOUT;
+			p->what = "epoll_wait (lost wakeup?)";
+			break;
+		}
+		p->events++;
+		/* Edge triggered: read until EAGAIN. */
+		n = 0;
+		for (;;) {
+			ret = recv(p->fd, (char *)buf + have,
+				   sizeof(buf) - have, MSG_DONTWAIT);
+			if (ret < 0 && errno == EAGAIN)
+				break;
+			if (ret <= 0) {
+				p->err = ret ? errno : EPIPE;
+				p->what = "recv";
+				goto out;
+			}
+			n += ret;
+			have += ret;
+			while (have >= 8) {
+				if (buf[0] != want) {
+					p->err = EBADMSG;
+					p->what = "sequence";
+					goto out;
+				}
+				want++;
+				p->done++;
+				have -= 8;
+				memmove(buf, buf + 1, have);
+				if (p->first && next >= p->count)
+					continue;
+				/* Answer (pinger) or echo (ponger). */
+				if (send(p->fd, &next, 8, 0) != 8) {
+					p->err = errno;
+					p->what = "send";
+					goto out;
+				}
+				next++;
+			}
+		}
+		if (!n)
+			p->empty++;
+	}
+out:
+	close(ep);
+	return NULL;
+}
+
+TEST_F_TIMEOUT(poll, epoll_et_pingpong, 300)
+{
+	unsigned long count = rs_env_ulong("RS_PINGPONG", 10000);
+	struct pinger a = { .fd = self->c, .first = true, .count = count };
+	struct pinger b = { .fd = self->s, .count = count };
+	double t0 = rs_now(), dt;
+
+	ASSERT_EQ(0, pthread_create(&a.thr, NULL, pinger_fn, &a));
+	ASSERT_EQ(0, pthread_create(&b.thr, NULL, pinger_fn, &b));
+	pthread_join(a.thr, NULL);
+	if (a.err)
+		shutdown(self->s, SHUT_RDWR);
+	pthread_join(b.thr, NULL);
+	dt = rs_now() - t0;
+	EXPECT_EQ(0, a.err) TH_LOG("pinger: %s: %s after %lu", a.what,
+				   strerror(a.err), a.done);
+	EXPECT_EQ(0, b.err) TH_LOG("ponger: %s: %s after %lu", b.what,
+				   strerror(b.err), b.done);
+	EXPECT_EQ(count, a.done);
+	EXPECT_EQ(count, b.done);
+	rs_info("pingpong: %lu round trips in %.2f s (%.1f us each), %lu+%lu wakeups, %lu+%lu empty",
+		count, dt, dt * 1e6 / count, a.events, b.events, a.empty,
+		b.empty);
+}
+
+/* ---- listening sockets ---- */
+
+TEST(listener_pollin)
+{
+	struct sockaddr_in sin;
+	struct epoll_event ev;
+	int lfd, c, s, ep;
+
+	rs_watchdog(60);
+	lfd = rs_listener(_metadata, &sin);
+	EXPECT_EQ(0, rs_poll(lfd, POLLIN | POLLOUT, 100));
+	ep = ep_add(lfd, EPOLLIN);
+	ASSERT_GE(ep, 0);
+
+	c = rs_connect(_metadata, &sin);
+	EXPECT_EQ(POLLIN, rs_poll(lfd, POLLIN | POLLOUT, 5000));
+	ASSERT_EQ(1, epoll_wait(ep, &ev, 1, 5000));
+	EXPECT_EQ(EPOLLIN, ev.events);
+	s = rs_accept(_metadata, lfd);
+	/* Queue empty again. */
+	EXPECT_EQ(0, rs_poll(lfd, POLLIN | POLLOUT, 100));
+	EXPECT_EQ(0, epoll_wait(ep, &ev, 1, 100));
+	close(c);
+	close(s);
+	close(ep);
+	close(lfd);
+}
+
+struct late_connect {
+	struct sockaddr_in sin;
+	int fd;
+	pthread_t thr;
+};
+
+static void *late_connect_fn(void *arg)
+{
+	struct late_connect *l = arg;
+
+	rs_msleep(300);
+	l->fd = rs_socket(0);
+	if (l->fd >= 0 && connect(l->fd, (struct sockaddr *)&l->sin,
+				  sizeof(l->sin))) {
+		close(l->fd);
+		l->fd = -1;
+	}
+	return NULL;
+}
+
+TEST(listener_wakes_poll)
+{
+	struct late_connect l = { };
+	double t0;
+	int lfd, s;
+
+	rs_watchdog(60);
+	lfd = rs_listener(_metadata, &l.sin);
+	ASSERT_EQ(0, pthread_create(&l.thr, NULL, late_connect_fn, &l));
+	t0 = rs_now();
+	EXPECT_EQ(POLLIN, rs_poll(lfd, POLLIN, 5000));
+	EXPECT_GE(rs_now() - t0, 0.25);
+	pthread_join(l.thr, NULL);
+	ASSERT_GE(l.fd, 0);
+	s = rs_accept(_metadata, lfd);
+	close(s);
+	close(l.fd);
+	close(lfd);
+}
+
+TEST_HARNESS_MAIN

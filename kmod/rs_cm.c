@@ -161,6 +161,7 @@ static void rs_established(struct rs_sock *rs, struct rdma_cm_id *id,
 			   struct rdma_cm_event *ev)
 {
 	struct sock *sk = &rs->sk;
+	int err;
 
 	if (!rs->parent && !rs_pdata_ok(ev->param.conn.private_data,
 					ev->param.conn.private_data_len)) {
@@ -170,7 +171,9 @@ static void rs_established(struct rs_sock *rs, struct rdma_cm_id *id,
 	rs_save_names(rs, id);
 	rs->established = true;
 	rs_set_state(sk, TCP_ESTABLISHED);
-	if (rs_post_regs(rs)) {
+	err = rs_post_regs(rs);
+	if (err) {
+		pr_warn("rdmastream: registering the rings failed: %d\n", err);
 		rs_conn_fail(rs, ECONNRESET);
 		return;
 	}

@@ -193,6 +193,8 @@ int rs_transport_create(struct rs_sock *rs, struct rdma_cm_id *id)
 		return ret;
 	rs_flow_init(&rs->flow, tx_size, rx_size, RS_RQ_DEPTH,
 		     min_t(u32, tx_size / 2, 256U << 10));
+	/* both sides post RS_RQ_DEPTH slots (checked in the CM private data) */
+	rs_flow_set_peer(&rs->flow, 0, RS_RQ_DEPTH);
 	return rs_post_recvs(rs);
 }
 

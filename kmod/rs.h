@@ -141,10 +141,6 @@ struct rs_sock {
 	u64 sq_signaled;
 	u32 regs_pending;		/* REG_MR work requests outstanding */
 	bool peer_ready;		/* SETUP received */
-	bool setup_sent;
-	bool ack_pending;		/* a window update could not go out */
-	bool fin_wanted;		/* send FIN once all data is posted */
-	bool fin_sent;
 	bool fin_done;			/* FIN completed: the peer has it */
 	bool fin_rcvd;
 	bool reset_rcvd;
@@ -225,7 +221,6 @@ int rs_post_slot(struct rs_sock *rs, struct ib_send_wr *wr, bool signal,
 /* rs_ctrl.c */
 int rs_ctrl_post_locked(struct rs_sock *rs, enum rs_ctl_type type);
 void rs_ctrl_recv_locked(struct rs_sock *rs, const struct rs_ctl *msg);
-bool rs_ctrl_flush_locked(struct rs_sock *rs);
 void rs_reg_done(struct ib_cq *cq, struct ib_wc *wc);
 
 /* rs_rx.c */

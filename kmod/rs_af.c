@@ -228,10 +228,6 @@ static int rs_connect_start(struct rs_sock *rs, struct sockaddr *addr)
 		rs->torn = false;
 		rs->dead = false;
 		rs->peer_ready = false;
-		rs->setup_sent = false;
-		rs->ack_pending = false;
-		rs->fin_wanted = false;
-		rs->fin_sent = false;
 		rs->fin_done = false;
 		rs->fin_rcvd = false;
 		rs->established = false;

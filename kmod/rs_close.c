@@ -112,7 +112,7 @@ int rs_shutdown(struct socket *sock, int how)
 	spin_lock_bh(&rs->lock);
 	WRITE_ONCE(sk->sk_shutdown, sk->sk_shutdown | how);
 	if (how & SEND_SHUTDOWN) {
-		rs->fin_wanted = true;
+		rs->flow.fin_wanted = true;
 		rs_push_locked(rs);
 	}
 	spin_unlock_bh(&rs->lock);
@@ -137,7 +137,7 @@ static void rs_close_conn(struct rs_sock *rs)
 		if (rs->cm_id || rs->transport)
 			rs_schedule_teardown(rs);
 	} else {
-		rs->fin_wanted = true;
+		rs->flow.fin_wanted = true;
 		WRITE_ONCE(sk->sk_shutdown, SHUTDOWN_MASK);
 		rs_push_locked(rs);
 		rs_maybe_finish_locked(rs);

@@ -65,22 +65,10 @@ int rs_ctrl_post_locked(struct rs_sock *rs, enum rs_ctl_type type)
 	rs_flow_window_sent(&rs->flow);
 	rs->stats.ctrl_sent++;
 	if (type == RS_MSG_FIN)
-		rs->fin_sent = true;
+		rs->flow.fin_sent = true;
 	if (type == RS_MSG_SETUP)
-		rs->setup_sent = true;
+		rs->flow.setup_sent = true;
 	return 0;
-}
-
-/* Send an ACK if credits are owed or the peer should hear of space. */
-bool rs_ctrl_flush_locked(struct rs_sock *rs)
-{
-	if (!rs->setup_sent)
-		return false;
-	if (!rs->ack_pending && !rs_flow_ack_due(&rs->flow) &&
-	    !rs_flow_window_due(&rs->flow))
-		return false;
-	rs->ack_pending = rs_ctrl_post_locked(rs, RS_MSG_ACK) != 0;
-	return !rs->ack_pending;
 }
 
 static bool rs_ctrl_setup(struct rs_sock *rs, const struct rs_ctl *m)
@@ -94,6 +82,7 @@ static bool rs_ctrl_setup(struct rs_sock *rs, const struct rs_ctl *m)
 	rs->peer_rkey = be32_to_cpu(m->rkey);
 	rs->flow.peer_size = size;
 	rs->peer_ready = true;
+	rs->flow.ready = !rs->regs_pending;
 	return true;
 }
 
@@ -157,6 +146,7 @@ void rs_reg_done(struct ib_cq *cq, struct ib_wc *wc)
 	if (rs->sq_signaled < 1)
 		rs->sq_signaled = 1;
 	rs->regs_pending = 0;
+	rs->flow.ready = rs->peer_ready;
 	if (!rs->dead && rs_ctrl_post_locked(rs, RS_MSG_SETUP))
 		rs_abort_locked(rs, ECONNRESET);
 	rs_push_locked(rs);

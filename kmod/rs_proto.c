@@ -82,6 +82,34 @@ bool rs_flow_next_chunk(const struct rs_flow *f, struct rs_chunk *c)
 	return true;
 }
 
+static bool rs_flow_ack_wanted(const struct rs_flow *f)
+{
+	return f->setup_sent &&
+	       (rs_flow_ack_due(f) || rs_flow_window_due(f));
+}
+
+/*
+ * The sender's decision, in priority order: queued data while window and
+ * credits allow; FIN once every byte is posted; an ACK when slots are owed
+ * or the window moved enough. Data and FIN return owed slots too, so an
+ * ACK is only needed when nothing else goes out.
+ */
+enum rs_tx_action rs_flow_next(const struct rs_flow *f, struct rs_chunk *c)
+{
+	u32 returns = f->owed < RS_IMM_CREDIT_MAX ? f->owed : RS_IMM_CREDIT_MAX;
+	bool may = rs_flow_may_send(f, returns);
+
+	if (f->ready && rs_flow_next_chunk(f, c))
+		return may ? RS_TX_DATA : RS_TX_STALL_CREDIT;
+	if (f->ready && f->fin_wanted && !f->fin_sent && !rs_flow_tx_unsent(f))
+		return may ? RS_TX_FIN : RS_TX_STALL_CREDIT;
+	if (rs_flow_ack_wanted(f))
+		return may ? RS_TX_ACK : RS_TX_STALL_CREDIT;
+	if (f->ready && rs_flow_tx_unsent(f))
+		return RS_TX_STALL_WINDOW;
+	return RS_TX_NONE;
+}
+
 void rs_flow_chunk_sent(struct rs_flow *f, const struct rs_chunk *c)
 {
 	f->tx_sent += c->len;

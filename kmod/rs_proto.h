@@ -52,6 +52,21 @@ struct rs_flow {
 	u32 rx_size;		/* local stream buffer */
 	u32 nr_recv;		/* receive slots we post */
 	u32 owed;		/* slots reposted, not yet returned as credits */
+	/* stream state */
+	bool ready;		/* peer's buffer known, our rings registered */
+	bool setup_sent;	/* the peer knows our buffer */
+	bool fin_wanted;	/* the application shut down writing */
+	bool fin_sent;
+};
+
+/* What the sender should post next. */
+enum rs_tx_action {
+	RS_TX_NONE,
+	RS_TX_DATA,		/* the chunk filled in */
+	RS_TX_FIN,
+	RS_TX_ACK,
+	RS_TX_STALL_WINDOW,	/* data queued, peer's buffer full */
+	RS_TX_STALL_CREDIT,	/* something to send, no receive slot */
 };
 
 /* One indirect WRITE: where it reads and where it lands. */
@@ -88,6 +103,7 @@ static inline u32 rs_flow_peer_space(const struct rs_flow *f)
 }
 
 bool rs_flow_may_send(const struct rs_flow *f, u32 returns);
+enum rs_tx_action rs_flow_next(const struct rs_flow *f, struct rs_chunk *c);
 u32 rs_flow_take_owed(struct rs_flow *f);
 bool rs_flow_next_chunk(const struct rs_flow *f, struct rs_chunk *c);
 void rs_flow_chunk_sent(struct rs_flow *f, const struct rs_chunk *c);

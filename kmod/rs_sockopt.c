@@ -39,7 +39,7 @@ static void rs_info_fill(struct rs_sock *rs, struct rdmastream_info *info)
 	info->rsi_state = inet_sk_state_load(&rs->sk);
 	spin_lock_bh(&rs->lock);
 	info->rsi_flags = (rs->peer_ready ? RDMASTREAM_INFO_F_PEER_READY : 0) |
-			  (rs->fin_sent ? RDMASTREAM_INFO_F_FIN_SENT : 0) |
+			  (f->fin_sent ? RDMASTREAM_INFO_F_FIN_SENT : 0) |
 			  (rs->fin_rcvd ? RDMASTREAM_INFO_F_FIN_RCVD : 0) |
 			  (rs->sk.sk_err == ECONNRESET ?
 			   RDMASTREAM_INFO_F_RESET : 0);

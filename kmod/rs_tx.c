@@ -88,38 +88,37 @@ static int rs_post_chunk(struct rs_sock *rs, const struct rs_chunk *c)
 	return 0;
 }
 
-static void rs_push_data_locked(struct rs_sock *rs)
-{
-	struct rs_chunk c;
-
-	while (rs_flow_next_chunk(&rs->flow, &c)) {
-		if (!rs_sq_free(rs))
-			return;
-		if (!rs_flow_may_send(&rs->flow, min(rs->flow.owed,
-						     RS_IMM_CREDIT_MAX))) {
-			rs->stats.credit_stalls++;
-			return;
-		}
-		if (rs_post_chunk(rs, &c))
-			return;
-	}
-	if (rs_flow_tx_unsent(&rs->flow))
-		rs->stats.window_stalls++;
-}
-
-/* Post whatever may go now: data, then FIN, then a pending ACK. */
+/* Post whatever may go now, as the protocol core decides. */
 void rs_push_locked(struct rs_sock *rs)
 {
-	if (rs->dead || !rs->transport)
+	struct rs_chunk c;
+	enum rs_tx_action act;
+
+	if (!rs->transport)
 		return;
-	if (rs->peer_ready && !rs->regs_pending) {
-		rs_push_data_locked(rs);
-		if (rs->fin_wanted && !rs->fin_sent && !rs->dead &&
-		    !rs_flow_tx_unsent(&rs->flow))
+	while (!rs->dead && rs_sq_free(rs)) {
+		act = rs_flow_next(&rs->flow, &c);
+		switch (act) {
+		case RS_TX_DATA:
+			if (rs_post_chunk(rs, &c))
+				return;
+			continue;
+		case RS_TX_FIN:
 			rs_ctrl_post_locked(rs, RS_MSG_FIN);
+			continue;
+		case RS_TX_ACK:
+			rs_ctrl_post_locked(rs, RS_MSG_ACK);
+			continue;
+		case RS_TX_STALL_CREDIT:
+			rs->stats.credit_stalls++;
+			return;
+		case RS_TX_STALL_WINDOW:
+			rs->stats.window_stalls++;
+			return;
+		default:
+			return;
+		}
 	}
-	if (!rs->dead)
-		rs_ctrl_flush_locked(rs);
 }
 
 u32 rs_tx_space(struct rs_sock *rs)

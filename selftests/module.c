@@ -1,0 +1,622 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Destructive tests of rdmastream, run last: RDMA resource accounting,
+ * removal of the RDMA device under live connections, and unloading the
+ * module while it is in use. They need root, the "rdma" tool, RS_RDMADEV,
+ * RS_NETDEV and RS_MODULE, and are skipped under RS_FAMILY=tcp.
+ *
+ * Knobs: RS_LEAK_CONNS (100), RS_LEAK_SETTLE (30 s), RS_FAULT_SEC (10),
+ * RS_MODNAME (rdmastream), RS_MODULE_PARAMS (default: the parameters the
+ * module is loaded with now, read from /sys/module/NAME/parameters).
+ */
+#include "rs_common.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+
+static unsigned int fault_sec(void)
+{
+	return rs_env_ulong("RS_FAULT_SEC", 10);
+}
+
+static const char *modname(void)
+{
+	return rs_env_str("RS_MODNAME", "rdmastream");
+}
+
+/* ---- rdma resource accounting ---- */
+
+enum { RES_PD, RES_CQ, RES_QP, RES_CM_ID, RES_MR, RES_N };
+static const char * const res_names[RES_N] = {
+	"pd", "cq", "qp", "cm_id", "mr",
+};
+
+/* Counts of `rdma res show` for RS_RDMADEV; -1 if not available. */
+static int res_read(long cnt[RES_N])
+{
+	char line[1024], dev[64], *tok, *save, *name = NULL;
+	bool in_dev = false;
+	FILE *f;
+	int i, found = -1;
+
+	for (i = 0; i < RES_N; i++)
+		cnt[i] = -1;
+	snprintf(dev, sizeof(dev), "%s:", rs.rdmadev);
+	f = popen("rdma res show 2>/dev/null", "r");
+	if (!f)
+		return -1;
+	/* "0: rxe0: pd 1 cq 2 qp 1 cm_id 0 mr 0 ctx 0 srq 0" */
+	while (fgets(line, sizeof(line), f)) {
+		in_dev = false;
+		name = NULL;
+		for (tok = strtok_r(line, " \t\n", &save); tok;
+		     tok = strtok_r(NULL, " \t\n", &save)) {
+			if (!strcmp(tok, dev)) {
+				in_dev = true;
+				found = 0;
+				continue;
+			}
+			if (!in_dev)
+				continue;
+			if (!name) {
+				name = tok;
+				continue;
+			}
+			for (i = 0; i < RES_N; i++)
+				if (!strcmp(name, res_names[i]))
+					cnt[i] = strtol(tok, NULL, 10);
+			name = NULL;
+		}
+	}
+	pclose(f);
+	for (i = 0; i < RES_N && !found; i++)
+		if (cnt[i] < 0)
+			found = -1;
+	return found;
+}
+
+static void res_str(const long cnt[RES_N], char *buf, size_t len)
+{
+	size_t off = 0;
+	int i;
+
+	buf[0] = 0;
+	for (i = 0; i < RES_N && off < len; i++)
+		off += snprintf(buf + off, len - off, "%s%s %ld",
+				i ? " " : "", res_names[i], cnt[i]);
+}
+
+static bool res_eq(const long a[RES_N], const long b[RES_N])
+{
+	return !memcmp(a, b, sizeof(long) * RES_N);
+}
+
+/* Wait until two readings a second apart agree; returns 0 when stable. */
+static int res_stable(long cnt[RES_N], unsigned int secs)
+{
+	double end = rs_now() + secs;
+	long prev[RES_N];
+
+	if (res_read(prev))
+		return -1;
+	do {
+		rs_msleep(1000);
+		if (res_read(cnt))
+			return -1;
+		if (res_eq(prev, cnt))
+			return 0;
+		memcpy(prev, cnt, sizeof(prev));
+	} while (rs_now() < end);
+	return 1;
+}
+
+static const char *need_rdma(void)
+{
+	long cnt[RES_N];
+
+	if (rs.tcp)
+		return "not applicable to TCP: RDMA resources";
+	if (!rs_have_cmd("rdma"))
+		return "no rdma tool";
+	if (res_read(cnt))
+		return "rdma res show has no counts for RS_RDMADEV";
+	return NULL;
+}
+
+/* One connection's life, ended in one of several ways. */
+static void leak_one(struct __test_metadata *_metadata, int c, int s,
+		     unsigned int how)
+{
+	uint64_t k = rs_key(how, 0, 70);
+	char buf[65536];
+
+	rs_pat_fill(buf, sizeof(buf), k, 0);
+	ASSERT_EQ(sizeof(buf), rs_send_all(c, buf, sizeof(buf), 0));
+	ASSERT_EQ(sizeof(buf), rs_recv_all(s, buf, sizeof(buf), 0));
+	ASSERT_EQ(sizeof(buf), rs_pat_check(buf, sizeof(buf), k, 0));
+	ASSERT_EQ(5, send(s, "reply", 5, 0));
+	ASSERT_EQ(5, rs_recv_all(c, buf, 5, 0));
+	switch (how % 5) {
+	case 0:		/* client closes first */
+		close(c);
+		close(s);
+		break;
+	case 1:		/* server closes first */
+		close(s);
+		close(c);
+		break;
+	case 2:		/* orderly shutdown, then close */
+		shutdown(c, SHUT_WR);
+		recv(s, buf, 1, 0);
+		shutdown(s, SHUT_WR);
+		recv(c, buf, 1, 0);
+		close(c);
+		close(s);
+		break;
+	case 3:		/* close with unread data: reset */
+		send(c, "unread", 6, 0);
+		rs_wait_inq(s, 6, 1000);
+		close(s);
+		close(c);
+		break;
+	default:	/* abortive close */
+	{
+		struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+
+		setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		close(c);
+		close(s);
+	}
+	}
+}
+
+TEST(res_leak)
+{
+	unsigned int total = rs_env_ulong("RS_LEAK_CONNS", 100);
+	unsigned int settle = rs_env_ulong("RS_LEAK_SETTLE", 30);
+	long base[RES_N], busy[RES_N], now[RES_N];
+	const char *why = need_rdma();
+	struct sockaddr_in sin, dead;
+	int c[10], s[10], lfd, hold, fd;
+	unsigned int i, j, n = 0;
+	char a[128], b[128];
+	double end;
+
+	if (why)
+		SKIP(return, "%s", why);
+	rs_watchdog(600);
+	ASSERT_EQ(0, res_stable(base, 10))
+		TH_LOG("resource counts do not settle");
+	res_str(base, a, sizeof(a));
+	rs_info("res_leak: baseline %s", a);
+
+	lfd = rs_listener_opts(_metadata, &sin, 16, 0);
+	hold = rs_bound(_metadata, 0, &dead);
+	while (n < total) {
+		/* Ten connections open at once... */
+		for (i = 0; i < 10; i++) {
+			c[i] = rs_connect(_metadata, &sin);
+			s[i] = rs_accept(_metadata, lfd);
+		}
+		if (!n) {
+			ASSERT_EQ(0, res_read(busy));
+			res_str(busy, b, sizeof(b));
+			rs_info("res_leak: 10 connections open: %s", b);
+			/* ...must show up, or we count the wrong thing. */
+			ASSERT_GE(busy[RES_QP], base[RES_QP] + 10)
+				TH_LOG("QPs of the connections not seen");
+		}
+		for (i = 0; i < 10; i++)
+			leak_one(_metadata, c[i], s[i], n + i);
+		/* ...and a refused connect for good measure. */
+		fd = rs_socket(0);
+		ASSERT_GE(fd, 0);
+		EXPECT_EQ(-1, connect(fd, (struct sockaddr *)&dead,
+				      sizeof(dead)));
+		close(fd);
+		n += 10;
+	}
+	close(hold);
+	close(lfd);
+
+	/* Everything goes back to where it was. */
+	end = rs_now() + settle;
+	do {
+		rs_msleep(500);
+		ASSERT_EQ(0, res_read(now));
+		if (res_eq(now, base))
+			break;
+	} while (rs_now() < end);
+	res_str(now, b, sizeof(b));
+	rs_info("res_leak: after %u connections: %s", n, b);
+	for (j = 0; j < RES_N; j++)
+		EXPECT_EQ(base[j], now[j])
+			TH_LOG("%s: %ld before, %ld after %u s", res_names[j],
+			       base[j], now[j], settle);
+}
+
+/* ---- device removal ---- */
+
+struct blocked {
+	int fd;
+	bool send;
+	ssize_t ret;
+	int err;
+	volatile bool done;
+	double when;
+	pthread_t thr;
+};
+
+static void *blocked_fn(void *arg)
+{
+	struct blocked *b = arg;
+	static char buf[RS_MIB];
+
+	if (b->send)
+		b->ret = send(b->fd, buf, sizeof(buf), MSG_NOSIGNAL);
+	else
+		b->ret = recv(b->fd, buf, sizeof(buf), 0);
+	b->err = errno;
+	b->when = rs_now();
+	b->done = true;
+	return NULL;
+}
+
+static bool link_active(void)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd),
+		 "rdma link show %s/1 2>/dev/null | grep -q 'state ACTIVE'",
+		 rs.rdmadev);
+	return !system(cmd);
+}
+
+static bool link_exists(void)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), "/sys/class/infiniband/%s", rs.rdmadev);
+	return !access(path, F_OK);
+}
+
+static int link_add(void)
+{
+	int i;
+
+	if (!link_exists() &&
+	    rs_system("rdma link add %s type rxe netdev %s", rs.rdmadev,
+		      rs.netdev))
+		return -1;
+	for (i = 0; i < 200; i++) {
+		if (link_active())
+			return 0;
+		rs_msleep(100);
+	}
+	return -1;
+}
+
+FIXTURE(device)
+{
+	bool removed;
+	int fd[4];	/* c1 s1 c2 s2 */
+};
+
+FIXTURE_SETUP(device)
+{
+	int i;
+
+	rs_watchdog(_metadata->timeout + 30);
+	for (i = 0; i < 4; i++)
+		self->fd[i] = -1;
+}
+
+FIXTURE_TEARDOWN(device)
+{
+	int i;
+
+	for (i = 0; i < 4; i++)
+		if (self->fd[i] >= 0)
+			close(self->fd[i]);
+	if (self->removed && link_add())
+		TH_LOG("could not re-add %s on %s", rs.rdmadev, rs.netdev);
+}
+
+/* Connect with retries while the new device's addresses settle. */
+static int connect_retry(struct __test_metadata *_metadata,
+			 const struct sockaddr_in *sin, unsigned int secs)
+{
+	double end = rs_now() + secs;
+	int fd, err;
+
+	for (;;) {
+		fd = rs_socket(0);
+		ASSERT_GE(fd, 0);
+		if (!connect(fd, (const struct sockaddr *)sin, sizeof(*sin)))
+			return fd;
+		err = errno;
+		close(fd);
+		ASSERT_LT(rs_now(), end)
+			TH_LOG("connect after re-adding the device: %s",
+			       strerror(err));
+		rs_msleep(250);
+	}
+}
+
+TEST_F_TIMEOUT(device, removal, 180)
+{
+	struct blocked r = { }, w = { };
+	struct sockaddr_in sin;
+	socklen_t len = sizeof(sin);
+	int i, rev, lfd, c, s;
+	double t0;
+	char buf[64];
+
+	if (rs.tcp)
+		SKIP(return, "not applicable to TCP: RDMA device removal");
+	if (geteuid())
+		SKIP(return, "needs root");
+	if (!rs.netdev || !rs_have_cmd("rdma") || !link_exists())
+		SKIP(return, "needs RS_NETDEV, the rdma tool and %s",
+		     rs.rdmadev);
+
+	/* Pair 1: a reader blocked. Pair 2: a writer blocked (full). */
+	rs_pair(_metadata, &self->fd[0], &self->fd[1]);
+	rs_pair(_metadata, &self->fd[2], &self->fd[3]);
+	ASSERT_GT(rs_fill_pipe(self->fd[2], rs_key(0, 0, 71)), 0);
+	r.fd = self->fd[1];
+	w.fd = self->fd[2];
+	w.send = true;
+	ASSERT_EQ(0, pthread_create(&r.thr, NULL, blocked_fn, &r));
+	ASSERT_EQ(0, pthread_create(&w.thr, NULL, blocked_fn, &w));
+	rs_msleep(300);
+	ASSERT_FALSE(r.done);
+	ASSERT_FALSE(w.done);
+
+	t0 = rs_now();
+	self->removed = true;
+	ASSERT_EQ(0, rs_system("rdma link delete %s", rs.rdmadev));
+	while ((!r.done || !w.done) && rs_now() - t0 < fault_sec())
+		rs_msleep(50);
+	EXPECT_TRUE(r.done) TH_LOG("recv still blocked after %u s",
+				   fault_sec());
+	EXPECT_TRUE(w.done) TH_LOG("send still blocked after %u s",
+				   fault_sec());
+	ASSERT_TRUE(r.done && w.done);
+	pthread_join(r.thr, NULL);
+	pthread_join(w.thr, NULL);
+	rs_info("removal: recv %zd (%s) after %.2f s, send %zd (%s) after %.2f s",
+		r.ret, strerror(r.err), r.when - t0, w.ret, strerror(w.err),
+		w.when - t0);
+	EXPECT_EQ(-1, r.ret);
+	/* A send that had queued part of its buffer may return that. */
+	if (w.ret >= 0) {
+		EXPECT_EQ(-1, send(w.fd, buf, sizeof(buf), MSG_NOSIGNAL));
+	} else {
+		EXPECT_EQ(-1, w.ret);
+	}
+
+	/* All four ends are dead and say so. */
+	for (i = 0; i < 4; i++) {
+		rev = rs_poll(self->fd[i], POLLIN | POLLOUT, 0);
+		EXPECT_NE(0, rev & (POLLERR | POLLHUP))
+			TH_LOG("fd %d: revents 0x%x", i, rev);
+		EXPECT_EQ(-1, send(self->fd[i], "x", 1, MSG_NOSIGNAL))
+			TH_LOG("fd %d accepts data", i);
+	}
+	for (i = 0; i < 4; i++) {
+		close(self->fd[i]);
+		self->fd[i] = -1;
+	}
+
+	/* Device back: new connections work. */
+	ASSERT_EQ(0, link_add()) TH_LOG("%s did not come back", rs.rdmadev);
+	self->removed = false;
+	rs_sin(&sin, rs.addr, 0);
+	lfd = -1;
+	t0 = rs_now() + 20;
+	while (lfd < 0) {
+		lfd = rs_socket(0);
+		ASSERT_GE(lfd, 0);
+		if (bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) ||
+		    listen(lfd, 4)) {
+			ASSERT_LT(rs_now(), t0) TH_LOG("listen: %s",
+						       strerror(errno));
+			close(lfd);
+			lfd = -1;
+			rs_msleep(250);
+		}
+	}
+	ASSERT_EQ(0, getsockname(lfd, (struct sockaddr *)&sin, &len));
+	c = connect_retry(_metadata, &sin, 20);
+	s = rs_accept(_metadata, lfd);
+	rs_pat_fill(buf, sizeof(buf), 1, 0);
+	ASSERT_EQ(sizeof(buf), send(c, buf, sizeof(buf), 0));
+	ASSERT_EQ(sizeof(buf), rs_recv_all(s, buf, sizeof(buf), 0));
+	ASSERT_EQ(sizeof(buf), rs_pat_check(buf, sizeof(buf), 1, 0));
+	close(c);
+	close(s);
+	close(lfd);
+}
+
+/* ---- module unload ---- */
+
+static bool mod_loaded(void)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), "/sys/module/%s", modname());
+	return !access(path, F_OK);
+}
+
+/* "a=1 b=x" from /sys/module/NAME/parameters, or RS_MODULE_PARAMS. */
+static void mod_params(char *buf, size_t len)
+{
+	const char *env = getenv("RS_MODULE_PARAMS");
+	char dir[256], path[512], val[256];
+	struct dirent *de;
+	size_t off = 0;
+	FILE *f;
+	DIR *d;
+
+	buf[0] = 0;
+	if (env) {
+		snprintf(buf, len, "%s", env);
+		return;
+	}
+	snprintf(dir, sizeof(dir), "/sys/module/%s/parameters", modname());
+	d = opendir(dir);
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fgets(val, sizeof(val), f)) {
+			val[strcspn(val, "\n")] = 0;
+			if (strcmp(val, "(null)") && off < len)
+				off += snprintf(buf + off, len - off,
+						strchr(val, ' ') ?
+						"%s%s=\"%s\"" : "%s%s=%s",
+						off ? " " : "", de->d_name,
+						val);
+		}
+		fclose(f);
+	}
+	closedir(d);
+}
+
+static int mod_unload(void)
+{
+	return syscall(SYS_delete_module, modname(), O_NONBLOCK);
+}
+
+static int mod_load(const char *params)
+{
+	int fd, ret;
+
+	fd = open(rs.module, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ret = syscall(SYS_finit_module, fd, params, 0);
+	close(fd);
+	return ret;
+}
+
+FIXTURE(module)
+{
+	char params[1024];
+	int fd[3];
+	bool unloaded;
+};
+
+FIXTURE_VARIANT(module)
+{
+	int what;	/* 0: a bare socket, 1: a listener, 2: a connection */
+};
+
+FIXTURE_VARIANT_ADD(module, socket) { .what = 0 };
+FIXTURE_VARIANT_ADD(module, listener) { .what = 1 };
+FIXTURE_VARIANT_ADD(module, connection) { .what = 2 };
+
+FIXTURE_SETUP(module)
+{
+	int i;
+
+	rs_watchdog(_metadata->timeout + 30);
+	for (i = 0; i < 3; i++)
+		self->fd[i] = -1;
+	mod_params(self->params, sizeof(self->params));
+}
+
+FIXTURE_TEARDOWN(module)
+{
+	int i;
+
+	for (i = 0; i < 3; i++)
+		if (self->fd[i] >= 0)
+			close(self->fd[i]);
+	if (self->unloaded && !mod_loaded() && mod_load(self->params))
+		TH_LOG("could not reload %s: %s", rs.module, strerror(errno));
+}
+
+TEST_F_TIMEOUT(module, unload_busy, 120)
+{
+	struct sockaddr_in sin;
+	double end;
+	int ret, i, c, s;
+
+	if (rs.tcp)
+		SKIP(return, "not applicable to TCP: module unload");
+	if (geteuid())
+		SKIP(return, "needs root");
+	if (!mod_loaded())
+		SKIP(return, "%s is not a loaded module", modname());
+	if (!rs.module || access(rs.module, R_OK))
+		SKIP(return, "RS_MODULE not readable: cannot reload");
+	rs_info("module parameters: %s", self->params[0] ?
+		self->params : "(none)");
+
+	switch (variant->what) {
+	case 0:
+		self->fd[0] = rs_socket(0);
+		ASSERT_GE(self->fd[0], 0);
+		break;
+	case 1:
+		self->fd[0] = rs_listener(_metadata, &sin);
+		break;
+	default:
+		rs_pair(_metadata, &self->fd[0], &self->fd[1]);
+		ASSERT_EQ(2, send(self->fd[0], "hi", 2, 0));
+		break;
+	}
+
+	/* In use: refused, and nothing breaks. */
+	ret = mod_unload();
+	EXPECT_EQ(-1, ret);
+	EXPECT_TRUE(errno == EBUSY || errno == EAGAIN)
+		TH_LOG("delete_module: %s", strerror(errno));
+	if (!ret) {
+		self->unloaded = true;
+		ASSERT_EQ(0, mod_load(self->params));
+		self->unloaded = false;
+		ASSERT_TRUE(false) TH_LOG("module unloaded while in use");
+	}
+	ASSERT_TRUE(mod_loaded());
+	if (variant->what == 2) {
+		char b[2];
+
+		ASSERT_EQ(2, rs_recv_all(self->fd[1], b, 2, 0));
+	}
+
+	/* Closed: it goes, once lingering connections are gone. */
+	for (i = 0; i < 3; i++) {
+		if (self->fd[i] >= 0)
+			close(self->fd[i]);
+		self->fd[i] = -1;
+	}
+	end = rs_now() + 15;
+	while ((ret = mod_unload()) && rs_now() < end &&
+	       (errno == EBUSY || errno == EAGAIN))
+		rs_msleep(200);
+	ASSERT_EQ(0, ret) TH_LOG("delete_module after close: %s",
+				 strerror(errno));
+	self->unloaded = true;
+	ASSERT_FALSE(mod_loaded());
+
+	/* And it comes back, working. */
+	ASSERT_EQ(0, mod_load(self->params))
+		TH_LOG("finit_module %s: %s", rs.module, strerror(errno));
+	self->unloaded = false;
+	rs_pair(_metadata, &c, &s);
+	ASSERT_EQ(2, send(c, "ok", 2, 0));
+	ASSERT_EQ(2, rs_recv_all(s, &sin, 2, 0));
+	close(c);
+	close(s);
+}
+
+TEST_HARNESS_MAIN

@@ -1,0 +1,311 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Stress and data integrity of AF_RDMASTREAM.
+ *
+ * bidir: RS_STRESS_CONNS connections, each carrying a stream in both
+ * directions at once (one thread per direction per end), with random
+ * write sizes and calls (send, write, writev) and random read sizes and
+ * calls (recv, read, readv, recv with MSG_WAITALL) from 1 byte up to
+ * RS_STRESS_MAXIO_KB. Every byte is checked against a pattern derived
+ * from (connection, direction, offset).
+ *
+ * churn: RS_CHURN short connections from 4 threads (connect, exchange,
+ * close in random order, some with a reset).
+ *
+ * fanout: RS_FANOUT connections open at once, all used, then closed.
+ *
+ * Knobs (defaults): RS_STRESS_CONNS (8), RS_STRESS_MB (256, total over all
+ * streams), RS_STRESS_MAXIO_KB (4096), RS_STRESS_SEED (1), RS_CHURN (200),
+ * RS_FANOUT (64). The results are also written to $RS_OUT/stress.txt.
+ */
+#include "rs_common.h"
+
+#define MAX_CONNS	256
+
+FIXTURE(stress)
+{
+	FILE *report;
+};
+
+FIXTURE_SETUP(stress)
+{
+	char path[512];
+
+	rs_watchdog(_metadata->timeout + 30);
+	self->report = NULL;
+	if (rs.out) {
+		snprintf(path, sizeof(path), "%s/stress.txt", rs.out);
+		self->report = fopen(path, "a");
+	}
+}
+
+FIXTURE_TEARDOWN(stress)
+{
+	if (self->report)
+		fclose(self->report);
+}
+
+#define report(self, fmt, ...) do {					\
+	rs_info(fmt, ##__VA_ARGS__);					\
+	if ((self)->report)						\
+		fprintf((self)->report, fmt "\n", ##__VA_ARGS__);	\
+} while (0)
+
+TEST_F_TIMEOUT(stress, bidir, 900)
+{
+	unsigned int nconn = rs_env_ulong("RS_STRESS_CONNS", 8);
+	uint64_t total = rs_env_ulong("RS_STRESS_MB", 256) * RS_MIB;
+	size_t maxio = rs_env_ulong("RS_STRESS_MAXIO_KB", 4096) * RS_KIB;
+	uint64_t seed = rs_env_ulong("RS_STRESS_SEED", 1);
+	struct sockaddr_in sin;
+	struct rs_xfer *x;
+	uint64_t per, moved = 0;
+	int *c, *s, lfd;
+	unsigned int i, j;
+	double t0, dt;
+
+	ASSERT_GT(nconn, 0);
+	ASSERT_LE(nconn, MAX_CONNS);
+	ASSERT_GT(maxio, 0);
+	per = total / (2 * nconn);
+	ASSERT_GT(per, 0);
+	x = calloc(4 * nconn, sizeof(*x));
+	c = calloc(nconn, sizeof(int));
+	s = calloc(nconn, sizeof(int));
+	ASSERT_NE(NULL, x);
+	ASSERT_NE(NULL, c);
+	ASSERT_NE(NULL, s);
+
+	lfd = rs_listener_opts(_metadata, &sin, 64, 0);
+	for (i = 0; i < nconn; i++) {
+		c[i] = rs_connect(_metadata, &sin);
+		s[i] = rs_accept(_metadata, lfd);
+	}
+	close(lfd);
+
+	/*
+	 * Per connection i: x[4i] client sends, x[4i+1] server receives,
+	 * x[4i+2] server sends, x[4i+3] client receives.
+	 */
+	t0 = rs_now();
+	for (i = 0; i < nconn; i++) {
+		for (j = 0; j < 4; j++) {
+			struct rs_xfer *p = &x[4 * i + j];
+
+			p->fd = j == 0 || j == 3 ? c[i] : s[i];
+			p->key = rs_key(i, j / 2, 50);
+			p->total = per;
+			p->chunk = maxio;
+			p->random = true;
+			p->seed = rs_mix64(seed * 1000003 + 4 * i + j);
+			p->expect_eof = j & 1;
+			p->shut_wr = !(j & 1);
+			ASSERT_EQ(0, rs_xfer_start(p, j & 1 ? rs_receiver :
+						   rs_sender));
+		}
+	}
+	for (i = 0; i < 4 * nconn; i++)
+		rs_xfer_join(&x[i]);
+	dt = rs_now() - t0;
+
+	for (i = 0; i < nconn; i++) {
+		char what[64];
+
+		for (j = 1; j < 4; j += 2) {
+			struct rs_xfer *p = &x[4 * i + j];
+
+			snprintf(what, sizeof(what), "conn %u %s", i,
+				 j == 1 ? "c->s" : "s->c");
+			EXPECT_EQ(0, x[4 * i + j - 1].err)
+				TH_LOG("%s: send: %s", what,
+				       strerror(x[4 * i + j - 1].err));
+			RS_XFER_OK(p, what);
+			moved += p->done;
+		}
+		close(c[i]);
+		close(s[i]);
+	}
+	report(self, "stress.bidir: %u conns, %llu MiB verified in %.2f s: %.1f MiB/s (max I/O %zu KiB, seed %llu)",
+	       nconn, (unsigned long long)(moved / RS_MIB), dt,
+	       moved / RS_MIB / dt, maxio / RS_KIB,
+	       (unsigned long long)seed);
+	free(x);
+	free(c);
+	free(s);
+}
+
+struct churner {
+	struct sockaddr_in sin;
+	int lfd;		/* this thread's own listener */
+	unsigned int id;
+	unsigned int count;
+	unsigned int done;
+	unsigned int resets;
+	int err;
+	const char *what;
+	pthread_t thr;
+};
+
+/* One short connection: client and server both in this thread. */
+static int churn_one(struct churner *t, uint64_t *st, unsigned int n)
+{
+	/* Small enough to sit in the socket buffers without a reader. */
+	static __thread char buf[16384];
+	uint64_t k = rs_key(t->id, n, 51);
+	size_t len = 1 + rs_rand(st) % sizeof(buf);
+	int c, s = -1, ret = -1;
+	bool reset;
+
+	t->what = "socket";
+	c = rs_socket(0);
+	if (c < 0)
+		return -1;
+	t->what = "connect";
+	if (connect(c, (struct sockaddr *)&t->sin, sizeof(t->sin)))
+		goto out;
+	t->what = "accept";
+	s = accept(t->lfd, NULL, NULL);
+	if (s < 0)
+		goto out;
+	/* The client speaks and shuts down, the server echoes. */
+	rs_pat_fill(buf, len, k, 0);
+	t->what = "send";
+	if (rs_send_all(c, buf, len, 0) != (ssize_t)len)
+		goto out;
+	t->what = "shutdown";
+	if (shutdown(c, SHUT_WR))
+		goto out;
+	t->what = "echo";
+	for (;;) {
+		char tmp[8192];
+		ssize_t r = recv(s, tmp, sizeof(tmp), 0);
+
+		if (r < 0)
+			goto out;
+		if (!r)
+			break;
+		if (rs_send_all(s, tmp, r, 0) != r)
+			goto out;
+	}
+	t->what = "recv echo";
+	memset(buf, 0, len);
+	if (rs_recv_all(c, buf, len, 0) != (ssize_t)len)
+		goto out;
+	t->what = "verify";
+	if (rs_pat_check(buf, len, k, 0) != len) {
+		errno = EBADMSG;
+		goto out;
+	}
+	/* Close in random order; sometimes with unread data (reset). */
+	reset = !(rs_rand(st) % 8);
+	if (reset) {
+		send(s, "xx", 2, 0);
+		t->resets++;
+	}
+	if (rs_rand(st) & 1) {
+		close(c);
+		c = -1;
+	}
+	ret = 0;
+out:
+	if (s >= 0)
+		close(s);
+	if (c >= 0)
+		close(c);
+	return ret;
+}
+
+static void *churner_fn(void *arg)
+{
+	struct churner *t = arg;
+	uint64_t st = rs_mix64(t->id + 77);
+
+	for (t->done = 0; t->done < t->count; t->done++) {
+		if (churn_one(t, &st, t->done)) {
+			t->err = errno;
+			break;
+		}
+	}
+	return NULL;
+}
+
+TEST_F_TIMEOUT(stress, churn, 600)
+{
+	unsigned int total = rs_env_ulong("RS_CHURN", 200);
+	struct churner t[4] = { };
+	unsigned int i, done = 0;
+	double t0, dt;
+
+	t0 = rs_now();
+	for (i = 0; i < ARRAY_SIZE(t); i++) {
+		t[i].lfd = rs_listener_opts(_metadata, &t[i].sin, 4, 0);
+		t[i].id = i;
+		t[i].count = total / ARRAY_SIZE(t) +
+			     (i < total % ARRAY_SIZE(t));
+		ASSERT_EQ(0, pthread_create(&t[i].thr, NULL, churner_fn,
+					    &t[i]));
+	}
+	for (i = 0; i < ARRAY_SIZE(t); i++) {
+		pthread_join(t[i].thr, NULL);
+		EXPECT_EQ(0, t[i].err)
+			TH_LOG("thread %u, connection %u: %s: %s", i,
+			       t[i].done, t[i].what, strerror(t[i].err));
+		done += t[i].done;
+		close(t[i].lfd);
+	}
+	dt = rs_now() - t0;
+	EXPECT_EQ(total, done);
+	report(self, "stress.churn: %u connections in %.2f s: %.1f/s",
+	       done, dt, done / dt);
+}
+
+TEST_F_TIMEOUT(stress, fanout, 300)
+{
+	unsigned int n = rs_env_ulong("RS_FANOUT", 64), i;
+	const size_t len = 16 * RS_KIB;
+	struct sockaddr_in sin;
+	int *c, *s, lfd;
+	char *buf;
+	double t0;
+
+	ASSERT_GT(n, 0);
+	c = calloc(n, sizeof(int));
+	s = calloc(n, sizeof(int));
+	buf = malloc(len);
+	ASSERT_NE(NULL, c);
+	ASSERT_NE(NULL, s);
+	ASSERT_NE(NULL, buf);
+	t0 = rs_now();
+	lfd = rs_listener_opts(_metadata, &sin, 128, 0);
+	for (i = 0; i < n; i++) {
+		c[i] = rs_connect(_metadata, &sin);
+		s[i] = rs_accept(_metadata, lfd);
+	}
+	close(lfd);
+	/* All open at once: every one carries its own data both ways. */
+	for (i = 0; i < n; i++) {
+		rs_pat_fill(buf, len, rs_key(i, 0, 52), 0);
+		ASSERT_EQ((ssize_t)len, rs_send_all(c[i], buf, len, 0));
+		rs_pat_fill(buf, len, rs_key(i, 1, 52), 0);
+		ASSERT_EQ((ssize_t)len, rs_send_all(s[i], buf, len, 0));
+	}
+	for (i = 0; i < n; i++) {
+		ASSERT_EQ((ssize_t)len, rs_recv_all(s[i], buf, len, 0));
+		ASSERT_EQ(len, rs_pat_check(buf, len, rs_key(i, 0, 52), 0))
+			TH_LOG("connection %u c->s", i);
+		ASSERT_EQ((ssize_t)len, rs_recv_all(c[i], buf, len, 0));
+		ASSERT_EQ(len, rs_pat_check(buf, len, rs_key(i, 1, 52), 0))
+			TH_LOG("connection %u s->c", i);
+	}
+	for (i = 0; i < n; i++) {
+		close(c[i]);
+		close(s[i]);
+	}
+	report(self, "stress.fanout: %u connections open at once, %.2f s",
+	       n, rs_now() - t0);
+	free(c);
+	free(s);
+	free(buf);
+}
+
+TEST_HARNESS_MAIN

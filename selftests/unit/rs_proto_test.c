@@ -1,0 +1,431 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Unit tests of the rdmastream protocol core, run in user space.
+ *
+ * Besides small checks of the arithmetic, a randomized model runs two
+ * endpoints against each other through a simulated RC connection: every
+ * message consumes a receive slot on arrival (arriving with none posted
+ * would be an RNR error, a protocol bug), RDMA WRITEs place their bytes
+ * in the receiver's ring on arrival, and completions and the processing of
+ * arrivals are delayed at random. Both directions carry a reference byte
+ * stream written and read in random sizes; every byte is checked, and the
+ * run must end with every byte and the FIN delivered (no deadlock).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rs_proto.h"
+
+static int failures, checks;
+
+#define CHECK(cond, ...) do {						\
+	checks++;							\
+	if (!(cond)) {							\
+		failures++;						\
+		printf("# FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+		printf(__VA_ARGS__);					\
+		printf("\n");						\
+		return -1;						\
+	}								\
+} while (0)
+
+static u64 rng_state;
+
+static u32 rnd(u32 n)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return n ? (u32)(rng_state % n) : 0;
+}
+
+/* The byte at offset off of the stream of direction dir. */
+static u8 stream_byte(int dir, u64 off)
+{
+	u64 x = off * 0x9e3779b97f4a7c15ULL + (u64)dir * 0x12345;
+
+	return (u8)(x >> 29);
+}
+
+enum { M_DATA, M_FIN, M_ACK };
+
+struct msg {
+	int type;
+	u32 len, credits, remote_off;
+	u64 cons, total, tx_end;
+	u8 *payload;
+};
+
+#define QMAX 4096
+
+struct queue {
+	struct msg m[QMAX];
+	unsigned int head, tail;
+};
+
+struct end {
+	struct rs_flow f;
+	u8 *tx, *rx;
+	u32 slots_free;		/* receive slots posted and unused */
+	struct queue unprocessed; /* arrived, completion not yet handled */
+	struct queue completions; /* our sends completed, not yet handled */
+	u64 written;		/* stream bytes handed to "sendmsg" */
+	u64 read;		/* stream bytes checked by "recvmsg" */
+	u64 limit;		/* stream length for this run */
+	bool fin_rcvd;
+};
+
+static bool q_empty(struct queue *q)
+{
+	return q->head == q->tail;
+}
+
+static int q_push(struct queue *q, struct msg *m)
+{
+	CHECK(q->tail - q->head < QMAX, "queue overflow");
+	q->m[q->tail++ % QMAX] = *m;
+	return 0;
+}
+
+static struct msg q_pop(struct queue *q)
+{
+	return q->m[q->head++ % QMAX];
+}
+
+static struct queue wire[2];	/* wire[d]: in flight from end d */
+static struct end ends[2];
+
+/* Post everything the core allows, as rs_push_locked() does. */
+static int push(int d)
+{
+	struct end *e = &ends[d];
+	struct rs_flow *f = &e->f;
+	struct rs_chunk c;
+	struct msg m;
+	int guard = 0;
+
+	for (;;) {
+		enum rs_tx_action act = rs_flow_next(f, &c);
+
+		CHECK(++guard < 100000, "push loops");
+		memset(&m, 0, sizeof(m));
+		switch (act) {
+		case RS_TX_DATA:
+			m.type = M_DATA;
+			m.len = c.len;
+			m.remote_off = c.remote_off;
+			m.payload = malloc(c.len);
+			for (u32 i = 0; i < c.len; i++)
+				m.payload[i] = e->tx[(c.local_off + i) &
+						     (f->tx_size - 1)];
+			m.credits = rs_flow_take_owed(f);
+			rs_flow_chunk_sent(f, &c);
+			m.tx_end = f->tx_sent;
+			break;
+		case RS_TX_FIN:
+		case RS_TX_ACK:
+			m.type = act == RS_TX_FIN ? M_FIN : M_ACK;
+			m.credits = rs_flow_take_owed(f);
+			m.cons = f->rx_cons;
+			m.total = f->tx_head;
+			m.tx_end = f->tx_sent;
+			rs_flow_msg_sent(f);
+			rs_flow_window_sent(f);
+			if (act == RS_TX_FIN)
+				f->fin_sent = true;
+			break;
+		default:
+			return 0;
+		}
+		if (q_push(&wire[d], &m))
+			return -1;
+	}
+}
+
+/* The head of wire[d] reaches the other end: slot consumed, data placed. */
+static int arrive(int d)
+{
+	struct end *r = &ends[!d];
+	struct msg m = q_pop(&wire[d]);
+
+	CHECK(r->slots_free > 0, "message arrived with no receive slot (RNR)");
+	r->slots_free--;
+	if (m.type == M_DATA) {
+		for (u32 i = 0; i < m.len; i++)
+			r->rx[(m.remote_off + i) & (r->f.rx_size - 1)] =
+				m.payload[i];
+		free(m.payload);
+		m.payload = NULL;
+	}
+	if (q_push(&r->unprocessed, &m))
+		return -1;
+	return q_push(&ends[d].completions, &m);
+}
+
+/* The receive completion handler of end d. */
+static int process(int d)
+{
+	struct end *e = &ends[d];
+	struct msg m = q_pop(&e->unprocessed);
+	struct rs_flow *f = &e->f;
+
+	CHECK(rs_flow_on_credits(f, m.credits), "credits beyond slots");
+	if (m.type == M_DATA) {
+		CHECK(rs_flow_on_data(f, m.len), "ring overrun");
+	} else {
+		CHECK(rs_flow_on_window(f, m.cons), "bad window %llu",
+		      (unsigned long long)m.cons);
+		if (m.type == M_FIN) {
+			CHECK(m.total == f->rx_prod, "FIN before data");
+			e->fin_rcvd = true;
+		}
+	}
+	e->slots_free++;		/* reposted at once */
+	rs_flow_on_recv_posted(f);
+	return push(d);
+}
+
+/* The send completion handler of end d. */
+static int complete(int d)
+{
+	struct end *e = &ends[d];
+	struct msg m = q_pop(&e->completions);
+
+	if (m.tx_end > e->f.tx_done)
+		e->f.tx_done = m.tx_end;
+	return push(d);
+}
+
+static int app_write(int d)
+{
+	struct end *e = &ends[d];
+	struct rs_flow *f = &e->f;
+	u32 n = rs_flow_tx_space(f);
+	u32 want = 1 + rnd(rnd(2) ? 64 : 3 * f->tx_size);
+
+	if (n > want)
+		n = want;
+	if (n > e->limit - e->written)
+		n = e->limit - e->written;
+	for (u32 i = 0; i < n; i++)
+		e->tx[(f->tx_head + i) & (f->tx_size - 1)] =
+			stream_byte(d, e->written + i);
+	e->written += n;
+	f->tx_head += n;
+	if (e->written == e->limit)
+		f->fin_wanted = true;
+	return push(d);
+}
+
+static int app_read(int d)
+{
+	struct end *e = &ends[d];
+	struct rs_flow *f = &e->f;
+	u32 n = rs_flow_rx_avail(f);
+	u32 want = 1 + rnd(rnd(2) ? 100 : 2 * f->rx_size);
+
+	if (n > want)
+		n = want;
+	for (u32 i = 0; i < n; i++) {
+		u8 b = e->rx[(f->rx_cons + i) & (f->rx_size - 1)];
+
+		CHECK(b == stream_byte(!d, e->read + i),
+		      "byte %llu of stream %d corrupt",
+		      (unsigned long long)(e->read + i), !d);
+	}
+	e->read += n;
+	rs_flow_consume(f, n);
+	return push(d);
+}
+
+static void setup(u32 seed)
+{
+	u32 rings[2], nrecv[2];
+
+	rng_state = 0x2545f4914f6cdd1dULL ^ ((u64)seed << 20) ^ seed;
+	memset(wire, 0, sizeof(wire));
+	for (int d = 0; d < 2; d++) {
+		rings[d] = RS_RING_MIN << rnd(4);
+		nrecv[d] = 2 + rnd(2) * rnd(63);
+	}
+	for (int d = 0; d < 2; d++) {
+		struct end *e = &ends[d];
+		u32 tx = RS_RING_MIN << rnd(4);
+
+		free(e->tx);
+		free(e->rx);
+		memset(e, 0, sizeof(*e));
+		rs_flow_init(&e->f, tx, rings[d], nrecv[d],
+			     1024 << rnd(8));
+		rs_flow_set_peer(&e->f, rings[!d], nrecv[!d]);
+		e->f.ready = true;
+		e->f.setup_sent = true;
+		e->tx = calloc(1, tx);
+		e->rx = calloc(1, rings[d]);
+		e->slots_free = nrecv[d];
+		e->limit = rnd(4) ? rnd(1 << 20) : rnd(64);
+		e->f.fin_wanted = !e->limit;
+	}
+}
+
+static bool quiet(void)
+{
+	for (int d = 0; d < 2; d++)
+		if (!q_empty(&wire[d]) || !q_empty(&ends[d].unprocessed) ||
+		    !q_empty(&ends[d].completions))
+			return false;
+	return true;
+}
+
+static int step(void)
+{
+	int d = rnd(2);
+	struct end *e = &ends[d];
+
+	switch (rnd(6)) {
+	case 0:
+		return e->written < e->limit ? app_write(d) : 0;
+	case 1:
+		return app_read(d);
+	case 2:
+		return q_empty(&wire[d]) ? 0 : arrive(d);
+	case 3:
+		return q_empty(&e->unprocessed) ? 0 : process(d);
+	case 4:
+		return q_empty(&e->completions) ? 0 : complete(d);
+	default:
+		/* a burst of network progress keeps runs short */
+		for (int i = 0; i < 8 && !q_empty(&wire[d]); i++)
+			if (arrive(d))
+				return -1;
+		return 0;
+	}
+}
+
+static int run_model(u32 seed)
+{
+	int rounds;
+
+	setup(seed);
+	for (rounds = 0; rounds < 5000000; rounds++) {
+		if (step())
+			return -1;
+		if (quiet() && ends[0].read == ends[1].limit &&
+		    ends[1].read == ends[0].limit &&
+		    ends[0].written == ends[0].limit &&
+		    ends[1].written == ends[1].limit)
+			break;
+	}
+	for (int d = 0; d < 2; d++) {
+		/* drain: everything in flight, then the applications read */
+		for (int i = 0; i < 100000 && !quiet(); i++)
+			if (step())
+				return -1;
+		CHECK(ends[d].written == ends[d].limit, "seed %u: writer %d stuck",
+		      seed, d);
+		CHECK(ends[!d].read == ends[d].limit,
+		      "seed %u: stream %d stuck at %llu of %llu", seed, d,
+		      (unsigned long long)ends[!d].read,
+		      (unsigned long long)ends[d].limit);
+		CHECK(ends[!d].fin_rcvd, "seed %u: no FIN on stream %d", seed, d);
+	}
+	return 0;
+}
+
+static int test_ring_size(void)
+{
+	CHECK(rs_ring_size(0, 1 << 30) == RS_RING_MIN, "min");
+	CHECK(rs_ring_size(212992, 1 << 30) == 256 << 10, "round up");
+	CHECK(rs_ring_size(1 << 30, 2 << 20) == 2 << 20, "device limit");
+	CHECK(rs_ring_size(1 << 30, 1 << 30) == RS_RING_MAX, "max");
+	CHECK(rs_ring_size(100 << 10, 3 << 20) == 128 << 10, "pow2");
+	return 0;
+}
+
+static int test_imm(void)
+{
+	u32 len, cr;
+
+	rs_imm_decode(rs_imm_encode(RS_IMM_LEN_MASK, RS_IMM_CREDIT_MAX),
+		      &len, &cr);
+	CHECK(len == RS_IMM_LEN_MASK && cr == RS_IMM_CREDIT_MAX, "max");
+	rs_imm_decode(rs_imm_encode(1, 0), &len, &cr);
+	CHECK(len == 1 && cr == 0, "small");
+	CHECK(!(rs_imm_encode(RS_IMM_LEN_MASK, RS_IMM_CREDIT_MAX) &
+		RS_IMM_DIRECT), "direct bit stays clear");
+	return 0;
+}
+
+static int test_credits(void)
+{
+	struct rs_flow f;
+
+	rs_flow_init(&f, 1 << 16, 1 << 16, 8, 1 << 14);
+	rs_flow_set_peer(&f, 1 << 16, 8);
+	CHECK(f.credits == 8, "initial credits");
+	f.credits = 1;
+	CHECK(!rs_flow_may_send(&f, 0), "last slot held back");
+	CHECK(rs_flow_may_send(&f, 1), "last slot returns credits");
+	CHECK(!rs_flow_on_credits(&f, 8), "more than the peer has");
+	CHECK(rs_flow_on_credits(&f, 7) && f.credits == 8, "return");
+	return 0;
+}
+
+static int test_window(void)
+{
+	struct rs_flow f;
+	struct rs_chunk c;
+
+	rs_flow_init(&f, 1 << 16, 1 << 16, 8, 1 << 20);
+	rs_flow_set_peer(&f, 1 << 14, 8);
+	f.ready = true;
+	f.tx_head = 1 << 16;
+	CHECK(rs_flow_next(&f, &c) == RS_TX_DATA && c.len == 1 << 14,
+	      "whole peer buffer");
+	rs_flow_chunk_sent(&f, &c);
+	CHECK(rs_flow_next(&f, &c) == RS_TX_STALL_WINDOW, "full");
+	CHECK(!rs_flow_on_window(&f, f.tx_sent + 1), "beyond sent");
+	CHECK(rs_flow_on_window(&f, 100), "small advance");
+	CHECK(rs_flow_next(&f, &c) == RS_TX_STALL_WINDOW, "no dribbling");
+	CHECK(rs_flow_on_window(&f, 4096), "advance");
+	CHECK(rs_flow_next(&f, &c) == RS_TX_DATA && c.len == 4096 &&
+	      c.remote_off == 0, "wraps to the start");
+	CHECK(!rs_flow_on_data(&f, f.rx_size + 1), "overrun refused");
+	CHECK(!rs_flow_on_data(&f, 0), "empty write refused");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	u32 cases = argc > 1 ? strtoul(argv[1], NULL, 0) : 3000;
+	int n = 0, failed = 0;
+	struct {
+		const char *name;
+		int (*fn)(void);
+	} tests[] = {
+		{ "ring_size", test_ring_size },
+		{ "imm", test_imm },
+		{ "credits", test_credits },
+		{ "window", test_window },
+	};
+
+	printf("TAP version 13\n1..%zu\n", sizeof(tests) / sizeof(tests[0]) + 1);
+	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
+		int r = tests[i].fn();
+
+		printf("%sok %d %s\n", r ? "not " : "", ++n, tests[i].name);
+		failed += !!r;
+	}
+	{
+		int bad = 0;
+
+		for (u32 s = 1; s <= cases && !bad; s++)
+			bad = run_model(s);
+		printf("%sok %d random_model (%u cases)\n", bad ? "not " : "",
+		       ++n, cases);
+		failed += !!bad;
+	}
+	printf("# unit: %d passed, %d failed\n", n - failed, failed);
+	return failed ? 1 : 0;
+}

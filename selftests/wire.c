@@ -1,0 +1,486 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Two-host tests of AF_RDMASTREAM. Run the same binary on both hosts:
+ * RS_HOST=1 listens on RS_ADDR, RS_HOST=2 connects to RS_PEER and retries
+ * until host 1 is listening. Each test uses its own port (RS_WIRE_PORT +
+ * test number) and starts with a hello naming the test, so the two hosts
+ * stay in step using nothing but the sockets.
+ *
+ * stream:     RS_WIRE_MB MiB each way at once over one connection,
+ *             verified byte by byte, verdicts exchanged at the end.
+ * multi:      RS_WIRE_CONNS connections doing the same with random I/O.
+ * peer_death: host 2 connects twice, takes some data, then powers itself
+ *             off without closing anything (sysrq, RS_WIRE_DIE). Host 1
+ *             keeps sending on one connection and must get an error within
+ *             RS_WIRE_DEATH_SEC of the data stopping; on the other it sits
+ *             in recv() with SO_KEEPALIVE (only reported, not asserted).
+ *             Host 2 reports its test as passed and powers off a few
+ *             seconds later (RS_WIRE_DIE_DELAY), after run-tests is done.
+ *
+ * Knobs (defaults): RS_WIRE_PORT (47000), RS_WIRE_WAIT (300 s to wait for
+ * the other host), RS_WIRE_MB (64), RS_WIRE_CONNS (4), RS_WIRE_DIE (o:
+ * sysrq power off; b: sysrq reboot; kill: just SIGKILL the holder process,
+ * for testing the test; none: skip peer_death), RS_WIRE_DIE_DELAY (5),
+ * RS_WIRE_DEATH_SEC (60).
+ */
+#include "rs_common.h"
+
+#include <sys/stat.h>
+
+#define WIRE_MAGIC	0x657269777372ULL	/* "rswire" */
+
+enum wire_test { WT_STREAM = 1, WT_MULTI, WT_DEATH };
+
+struct hello {
+	uint64_t magic;
+	uint32_t test;
+	uint32_t index;		/* connection number within the test */
+	uint32_t flags;
+	uint32_t pad;
+};
+
+#define HELLO_DIES	1	/* host 2 will power off (peer_death) */
+
+static unsigned int wire_wait(void)
+{
+	return rs_env_ulong("RS_WIRE_WAIT", 300);
+}
+
+static unsigned short wire_port(enum wire_test t)
+{
+	return rs_env_ulong("RS_WIRE_PORT", 47000) + t;
+}
+
+static bool retryable(int err)
+{
+	return err == ECONNREFUSED || err == ETIMEDOUT ||
+	       err == EHOSTUNREACH || err == ENETUNREACH ||
+	       err == ECONNRESET || err == EADDRNOTAVAIL || err == EINTR ||
+	       err == ECONNABORTED;
+}
+
+/* Host 2: connect to the peer's port, retrying until it listens. */
+static int wire_dial(struct __test_metadata *_metadata, enum wire_test t,
+		     uint32_t index, uint32_t flags)
+{
+	struct hello h = {
+		.magic = WIRE_MAGIC, .test = t, .index = index,
+		.flags = flags,
+	};
+	double end = rs_now() + wire_wait();
+	struct sockaddr_in sin;
+	int fd, err, tries = 0;
+
+	rs_sin(&sin, rs.peer, wire_port(t));
+	for (;;) {
+		fd = rs_socket(0);
+		ASSERT_GE(fd, 0) TH_LOG("socket: %s", strerror(errno));
+		if (!connect(fd, (struct sockaddr *)&sin, sizeof(sin)))
+			break;
+		err = errno;
+		close(fd);
+		tries++;
+		ASSERT_TRUE(retryable(err)) TH_LOG("connect: %s",
+						   strerror(err));
+		ASSERT_LT(rs_now(), end)
+			TH_LOG("peer not listening after %u s (%d tries, %s)",
+			       wire_wait(), tries, strerror(err));
+		rs_msleep(200);
+	}
+	ASSERT_EQ(sizeof(h), send(fd, &h, sizeof(h), 0));
+	return fd;
+}
+
+/* Host 1: listener on our port. */
+static int wire_listen(struct __test_metadata *_metadata, enum wire_test t)
+{
+	struct sockaddr_in sin;
+	int fd;
+
+	fd = rs_socket(0);
+	ASSERT_GE(fd, 0);
+	ASSERT_EQ(0, rs_setint(fd, SOL_SOCKET, SO_REUSEADDR, 1));
+	rs_sin(&sin, rs.addr, wire_port(t));
+	ASSERT_EQ(0, bind(fd, (struct sockaddr *)&sin, sizeof(sin)))
+		TH_LOG("bind port %u: %s", wire_port(t), strerror(errno));
+	ASSERT_EQ(0, listen(fd, 16));
+	return fd;
+}
+
+/* Host 1: accept one connection of test t; its hello is returned. */
+static int wire_accept(struct __test_metadata *_metadata, int lfd,
+		       enum wire_test t, struct hello *h)
+{
+	int fd;
+
+	ASSERT_EQ(POLLIN, rs_poll(lfd, POLLIN, wire_wait() * 1000))
+		TH_LOG("peer did not connect within %u s", wire_wait());
+	fd = accept(lfd, NULL, NULL);
+	ASSERT_GE(fd, 0) TH_LOG("accept: %s", strerror(errno));
+	ASSERT_EQ(0, rs_set_timeo(fd, SO_RCVTIMEO, 30000));
+	ASSERT_EQ(sizeof(*h), rs_recv_all(fd, h, sizeof(*h), 0))
+		TH_LOG("hello: %s", strerror(errno));
+	ASSERT_EQ(0, rs_set_timeo(fd, SO_RCVTIMEO, 0));
+	ASSERT_EQ(WIRE_MAGIC, h->magic);
+	ASSERT_EQ(t, h->test) TH_LOG("peer is in another test");
+	return fd;
+}
+
+FIXTURE(wire)
+{
+	int nconn;
+	int fd[16];
+};
+
+FIXTURE_SETUP(wire)
+{
+	rs_watchdog(_metadata->timeout + 30);
+	ASSERT_TRUE(rs.host == 1 || rs.host == 2)
+		TH_LOG("RS_HOST must be 1 or 2");
+	ASSERT_TRUE(rs.tcp || rs.host == 1 ||
+		    rs.addr.s_addr != rs.peer.s_addr)
+		TH_LOG("RS_PEER is this host");
+}
+
+FIXTURE_TEARDOWN(wire)
+{
+	int i;
+
+	for (i = 0; i < self->nconn; i++)
+		close(self->fd[i]);
+}
+
+/* Set up nconn connections of test t, self->fd[i] being connection i. */
+static void wire_connect_all(struct __test_metadata *_metadata,
+			     FIXTURE_DATA(wire) *self, enum wire_test t,
+			     int nconn)
+{
+	struct hello h;
+	int i, lfd, fd;
+
+	ASSERT_LE(nconn, (int)ARRAY_SIZE(self->fd));
+	if (rs.host == 2) {
+		for (i = 0; i < nconn; i++) {
+			self->fd[i] = wire_dial(_metadata, t, i, 0);
+			self->nconn++;
+		}
+		return;
+	}
+	lfd = wire_listen(_metadata, t);
+	for (i = 0; i < nconn; i++)
+		self->fd[i] = -1;
+	for (i = 0; i < nconn; i++) {
+		fd = wire_accept(_metadata, lfd, t, &h);
+		ASSERT_LT(h.index, (uint32_t)nconn);
+		ASSERT_EQ(-1, self->fd[h.index]);
+		self->fd[h.index] = fd;
+		self->nconn++;
+	}
+	close(lfd);
+}
+
+/*
+ * Stream both ways on every connection, then exchange a verdict byte per
+ * connection and close in order. Streams are keyed by (connection, the
+ * sending host).
+ */
+static void wire_streams(struct __test_metadata *_metadata,
+			 FIXTURE_DATA(wire) *self, uint64_t per, bool random,
+			 const char *name)
+{
+	struct rs_xfer *x = calloc(2 * self->nconn, sizeof(*x));
+	uint64_t moved = 0;
+	double secs = 0;
+	char mine, theirs;
+	int i;
+
+	ASSERT_NE(NULL, x);
+	for (i = 0; i < self->nconn; i++) {
+		struct rs_xfer *tx = &x[2 * i], *rx = &x[2 * i + 1];
+
+		tx->fd = rx->fd = self->fd[i];
+		tx->total = rx->total = per;
+		tx->chunk = rx->chunk = random ? RS_MIB : 256 * RS_KIB;
+		tx->random = rx->random = random;
+		tx->key = rs_key(i, rs.host, 60);
+		rx->key = rs_key(i, 3 - rs.host, 60);
+		tx->seed = rs_mix64(rs.host * 100 + i);
+		rx->seed = rs_mix64(rs.host * 100 + i + 50);
+		ASSERT_EQ(0, rs_xfer_start(tx, rs_sender));
+		ASSERT_EQ(0, rs_xfer_start(rx, rs_receiver));
+	}
+	for (i = 0; i < 2 * self->nconn; i++)
+		rs_xfer_join(&x[i]);
+	for (i = 0; i < self->nconn; i++) {
+		struct rs_xfer *tx = &x[2 * i], *rx = &x[2 * i + 1];
+		bool ok = !tx->err && !rx->err && !rx->mismatch &&
+			  !rx->short_eof && rx->done == per;
+
+		EXPECT_EQ(0, tx->err) TH_LOG("conn %d send: %s", i,
+					     strerror(tx->err));
+		RS_XFER_OK(rx, "receive");
+		/* Tell the peer how its data arrived; hear how ours did. */
+		mine = ok ? 'Y' : 'N';
+		ASSERT_EQ(1, send(self->fd[i], &mine, 1, 0));
+		ASSERT_EQ(1, rs_recv_all(self->fd[i], &theirs, 1, 0))
+			TH_LOG("verdict: %s", strerror(errno));
+		EXPECT_EQ('Y', theirs) TH_LOG("peer saw bad data on conn %d",
+					      i);
+		ASSERT_EQ(0, shutdown(self->fd[i], SHUT_WR));
+		ASSERT_EQ(0, recv(self->fd[i], &theirs, 1, 0));
+		moved += rx->done;
+		if (rx->secs > secs)
+			secs = rx->secs;
+	}
+	rs_info("wire.%s: host %d received %llu MiB over %d connection(s) in %.2f s: %.1f MiB/s",
+		name, rs.host, (unsigned long long)(moved / RS_MIB),
+		self->nconn, secs, moved / RS_MIB / secs);
+	free(x);
+}
+
+TEST_F_TIMEOUT(wire, stream, 900)
+{
+	uint64_t per = rs_env_ulong("RS_WIRE_MB", 64) * RS_MIB;
+
+	wire_connect_all(_metadata, self, WT_STREAM, 1);
+	wire_streams(_metadata, self, per, false, "stream");
+}
+
+TEST_F_TIMEOUT(wire, multi, 900)
+{
+	int n = rs_env_ulong("RS_WIRE_CONNS", 4);
+	uint64_t per = rs_env_ulong("RS_WIRE_MB", 64) * RS_MIB;
+
+	ASSERT_GT(n, 0);
+	wire_connect_all(_metadata, self, WT_MULTI, n);
+	wire_streams(_metadata, self, per / n, true, "multi");
+}
+
+/* ---- peer_death ---- */
+
+static const char *die_mode(void)
+{
+	return rs_env_str("RS_WIRE_DIE", "o");
+}
+
+/* Host 2: can and will we power off? NULL if so, else why not. */
+static const char *cannot_die(void)
+{
+	const char *m = die_mode();
+
+	if (!strcmp(m, "none"))
+		return "RS_WIRE_DIE=none";
+	if (!strcmp(m, "kill"))
+		return NULL;
+	if (strcmp(m, "o") && strcmp(m, "b"))
+		return "RS_WIRE_DIE must be o, b, kill or none";
+	if (access("/proc/sysrq-trigger", W_OK))
+		return "cannot write /proc/sysrq-trigger";
+	return NULL;
+}
+
+static void pending_marker(bool create)
+{
+	char path[512];
+	int fd;
+
+	if (!rs.out)
+		return;
+	snprintf(path, sizeof(path), "%s/wire-poweroff-pending", rs.out);
+	if (!create) {
+		unlink(path);
+		return;
+	}
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd >= 0) {
+		dprintf(fd, "%s %lu\n", die_mode(),
+			rs_env_ulong("RS_WIRE_DIE_DELAY", 5));
+		close(fd);
+	}
+}
+
+/*
+ * Host 2, in a process of its own: keep reading fd until the delay has
+ * passed, then die without closing anything.
+ */
+static void __attribute__((noreturn)) doomed(int fd, unsigned int delay)
+{
+	double end = rs_now() + delay;
+	static char buf[65536];
+	int null, trig;
+
+	setsid();
+	null = open("/dev/null", O_RDWR);
+	dup2(null, 0);
+	dup2(null, 1);
+	dup2(null, 2);
+	signal(SIGPIPE, SIG_IGN);
+	alarm(0);
+	rs_set_timeo(fd, SO_RCVTIMEO, 100);
+	while (rs_now() < end)
+		if (!recv(fd, buf, sizeof(buf), 0))
+			break;
+	if (!strcmp(die_mode(), "kill"))
+		kill(getpid(), SIGKILL);
+	sync();
+	trig = open("/proc/sysrq-trigger", O_WRONLY);
+	if (trig >= 0) {
+		if (write(trig, die_mode(), 1) < 0)
+			_exit(1);
+	}
+	/* Still alive: hold on to the sockets rather than close them. */
+	for (;;)
+		pause();
+}
+
+static void death_host2(struct __test_metadata *_metadata,
+			FIXTURE_DATA(wire) *self)
+{
+	const char *why = cannot_die();
+	uint64_t key = rs_key(0, 1, 61), got = 0;
+	static char buf[65536];
+	double end;
+	ssize_t n;
+	pid_t pid;
+
+	/* Connection 0: data from host 1. Connection 1: idle. */
+	self->fd[0] = wire_dial(_metadata, WT_DEATH, 0, why ? 0 : HELLO_DIES);
+	self->nconn = 1;
+	self->fd[1] = wire_dial(_metadata, WT_DEATH, 1, why ? 0 : HELLO_DIES);
+	self->nconn = 2;
+	if (why)
+		SKIP(return, "%s", why);
+
+	/* Make sure data flows, then leave it to a doomed process. */
+	end = rs_now() + 2;
+	while (rs_now() < end) {
+		n = recv(self->fd[0], buf, sizeof(buf), 0);
+		ASSERT_GT(n, 0) TH_LOG("recv: %s", n ? strerror(errno) :
+				       "EOF");
+		ASSERT_EQ(n, rs_pat_check(buf, n, key, got));
+		got += n;
+	}
+	rs_info("wire.peer_death: host 2 got %llu bytes; powering off (%s) in %lu s",
+		(unsigned long long)got, die_mode(),
+		rs_env_ulong("RS_WIRE_DIE_DELAY", 5));
+	if (strcmp(die_mode(), "kill"))
+		pending_marker(true);
+	pid = fork();
+	ASSERT_GE(pid, 0);
+	if (!pid)
+		doomed(self->fd[0], rs_env_ulong("RS_WIRE_DIE_DELAY", 5));
+	/* Our copies go; the doomed process keeps the connections. */
+}
+
+struct idle_reader {
+	int fd;
+	ssize_t ret;
+	int err;
+	double when;
+	volatile bool done;
+	pthread_t thr;
+};
+
+static void *idle_reader_fn(void *arg)
+{
+	struct idle_reader *r = arg;
+	char b;
+
+	r->ret = recv(r->fd, &b, 1, 0);
+	r->err = errno;
+	r->when = rs_now();
+	r->done = true;
+	return NULL;
+}
+
+static bool death_errno(int err)
+{
+	return err == ETIMEDOUT || err == ECONNRESET || err == EPIPE ||
+	       err == EHOSTUNREACH || err == ECONNABORTED;
+}
+
+static void death_host1(struct __test_metadata *_metadata,
+			FIXTURE_DATA(wire) *self)
+{
+	unsigned int limit = rs_env_ulong("RS_WIRE_DEATH_SEC", 60);
+	struct idle_reader r = { };
+	uint64_t key = rs_key(0, 1, 61), sent = 0;
+	static char buf[65536];
+	double last, t0, giveup;
+	struct hello h[2];
+	int lfd, fd, i;
+	ssize_t n;
+
+	lfd = wire_listen(_metadata, WT_DEATH);
+	for (i = 0; i < 2; i++) {
+		struct hello hh;
+
+		fd = wire_accept(_metadata, lfd, WT_DEATH, &hh);
+		ASSERT_LT(hh.index, 2);
+		self->fd[hh.index] = fd;
+		h[hh.index] = hh;
+		self->nconn++;
+	}
+	close(lfd);
+	if (!(h[0].flags & HELLO_DIES))
+		SKIP(return, "host 2 will not die (see its RS_WIRE_DIE)");
+
+	/* The idle one: blocked in recv() with keepalive on. */
+	ASSERT_EQ(0, rs_setint(self->fd[1], SOL_SOCKET, SO_KEEPALIVE, 1));
+	if (rs.tcp) {
+		rs_setint(self->fd[1], IPPROTO_TCP, TCP_KEEPIDLE, 5);
+		rs_setint(self->fd[1], IPPROTO_TCP, TCP_KEEPINTVL, 2);
+		rs_setint(self->fd[1], IPPROTO_TCP, TCP_KEEPCNT, 3);
+		/* What an RDMA RC QP's retry limit does on its own. */
+		rs_setint(self->fd[0], IPPROTO_TCP, TCP_USER_TIMEOUT,
+			  limit * 1000 / 2);
+	}
+	r.fd = self->fd[1];
+	ASSERT_EQ(0, pthread_create(&r.thr, NULL, idle_reader_fn, &r));
+
+	/*
+	 * Keep sending. Once the peer is gone the sends stall; an error
+	 * must come within limit seconds of the last progress.
+	 */
+	ASSERT_EQ(0, rs_set_timeo(self->fd[0], SO_SNDTIMEO, 1000));
+	t0 = last = rs_now();
+	giveup = t0 + wire_wait() + limit;
+	for (;;) {
+		rs_pat_fill(buf, sizeof(buf), key, sent);
+		n = send(self->fd[0], buf, sizeof(buf), MSG_NOSIGNAL);
+		if (n > 0) {
+			sent += n;
+			last = rs_now();
+		} else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+			break;
+		}
+		ASSERT_LT(rs_now() - last, limit)
+			TH_LOG("send stalled %u s without an error (%llu bytes sent)",
+			       limit, (unsigned long long)sent);
+		ASSERT_LT(rs_now(), giveup)
+			TH_LOG("host 2 never went away");
+	}
+	EXPECT_TRUE(death_errno(errno)) TH_LOG("send: %s", strerror(errno));
+	rs_info("wire.peer_death: host 1 sent %llu bytes, then %s %.1f s after the last progress",
+		(unsigned long long)sent, strerror(errno), rs_now() - last);
+
+	/* Not asserted: TCP may legitimately wait much longer here. */
+	for (i = 0; i < 50 && !r.done; i++)
+		rs_msleep(100);
+	if (r.done)
+		rs_info("wire.peer_death: idle keepalive recv returned %zd (%s) %.1f s after the send error",
+			r.ret, r.ret < 0 ? strerror(r.err) : "EOF",
+			r.when - last);
+	else
+		rs_info("wire.peer_death: idle keepalive recv still blocked (not asserted)");
+}
+
+TEST_F_TIMEOUT(wire, peer_death, 900)
+{
+	if (rs.host == 1)
+		death_host1(_metadata, self);
+	else
+		death_host2(_metadata, self);
+}
+
+TEST_HARNESS_MAIN

@@ -243,7 +243,7 @@ struct blocked {
 	bool send;
 	ssize_t ret;
 	int err;
-	volatile bool done;
+	bool done;		/* __atomic */
 	double when;
 	pthread_t thr;
 };
@@ -259,8 +259,13 @@ static void *blocked_fn(void *arg)
 		b->ret = recv(b->fd, buf, sizeof(buf), 0);
 	b->err = errno;
 	b->when = rs_now();
-	b->done = true;
+	__atomic_store_n(&b->done, true, __ATOMIC_RELEASE);
 	return NULL;
+}
+
+static bool is_done(struct blocked *b)
+{
+	return __atomic_load_n(&b->done, __ATOMIC_ACQUIRE);
 }
 
 static bool link_active(void)
@@ -371,19 +376,19 @@ TEST_F_TIMEOUT(device, removal, 180)
 	ASSERT_EQ(0, pthread_create(&r.thr, NULL, blocked_fn, &r));
 	ASSERT_EQ(0, pthread_create(&w.thr, NULL, blocked_fn, &w));
 	rs_msleep(300);
-	ASSERT_FALSE(r.done);
-	ASSERT_FALSE(w.done);
+	ASSERT_FALSE(is_done(&r));
+	ASSERT_FALSE(is_done(&w));
 
 	t0 = rs_now();
 	self->removed = true;
 	ASSERT_EQ(0, rs_system("rdma link delete %s", rs.rdmadev));
-	while ((!r.done || !w.done) && rs_now() - t0 < fault_sec())
+	while ((!is_done(&r) || !is_done(&w)) && rs_now() - t0 < fault_sec())
 		rs_msleep(50);
-	EXPECT_TRUE(r.done) TH_LOG("recv still blocked after %u s",
+	EXPECT_TRUE(is_done(&r)) TH_LOG("recv still blocked after %u s",
 				   fault_sec());
-	EXPECT_TRUE(w.done) TH_LOG("send still blocked after %u s",
+	EXPECT_TRUE(is_done(&w)) TH_LOG("send still blocked after %u s",
 				   fault_sec());
-	ASSERT_TRUE(r.done && w.done);
+	ASSERT_TRUE(is_done(&r) && is_done(&w));
 	pthread_join(r.thr, NULL);
 	pthread_join(w.thr, NULL);
 	rs_info("removal: recv %zd (%s) after %.2f s, send %zd (%s) after %.2f s",

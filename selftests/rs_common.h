@@ -108,7 +108,8 @@ static inline const char *rs_env_str(const char *name, const char *def)
 	return v && *v ? v : def;
 }
 
-static inline void rs_parse_addr(const char *name, const char *s, struct in_addr *a)
+static inline void rs_parse_addr(const char *name, const char *s,
+				 struct in_addr *a)
 {
 	if (inet_pton(AF_INET, s, a) != 1)
 		ksft_exit_fail_msg("%s=%s is not an IPv4 address\n", name, s);
@@ -192,7 +193,7 @@ static inline void rs_watchdog(unsigned int secs)
 /* ---- addresses ---- */
 
 static inline socklen_t rs_sin(struct sockaddr_in *sin, struct in_addr a,
-			unsigned short port)
+			       unsigned short port)
 {
 	memset(sin, 0, sizeof(*sin));
 	sin->sin_family = AF_INET;
@@ -219,7 +220,8 @@ static inline struct in_addr rs_nohost_addr(void)
 	return a;
 }
 
-static inline bool rs_sin_eq(const struct sockaddr_in *a, const struct sockaddr_in *b)
+static inline bool rs_sin_eq(const struct sockaddr_in *a,
+			     const struct sockaddr_in *b)
 {
 	return a->sin_family == b->sin_family &&
 	       a->sin_port == b->sin_port &&
@@ -299,8 +301,8 @@ static inline int rs_set_timeo(int fd, int opt, unsigned int ms)
 }
 
 /* A bound RS_ADDR:port socket, no listen. */
-static inline int rs_bound(struct __test_metadata *_metadata, unsigned short port,
-		    struct sockaddr_in *sin)
+static inline int rs_bound(struct __test_metadata *_metadata,
+			   unsigned short port, struct sockaddr_in *sin)
 {
 	socklen_t len = sizeof(*sin);
 	int fd;
@@ -320,7 +322,7 @@ static inline int rs_bound(struct __test_metadata *_metadata, unsigned short por
  * before listen() so the accepted sockets inherit them.
  */
 static inline int rs_listener_opts(struct __test_metadata *_metadata,
-			    struct sockaddr_in *sin, int backlog, int bufsz)
+				   struct sockaddr_in *sin, int backlog, int bufsz)
 {
 	socklen_t len = sizeof(*sin);
 	int fd;
@@ -342,13 +344,13 @@ static inline int rs_listener_opts(struct __test_metadata *_metadata,
 }
 
 static inline int rs_listener(struct __test_metadata *_metadata,
-		       struct sockaddr_in *sin)
+			      struct sockaddr_in *sin)
 {
 	return rs_listener_opts(_metadata, sin, 16, 0);
 }
 
 static inline int rs_connect_opts(struct __test_metadata *_metadata,
-			   const struct sockaddr_in *sin, int bufsz)
+				  const struct sockaddr_in *sin, int bufsz)
 {
 	int fd;
 
@@ -364,7 +366,7 @@ static inline int rs_connect_opts(struct __test_metadata *_metadata,
 }
 
 static inline int rs_connect(struct __test_metadata *_metadata,
-		      const struct sockaddr_in *sin)
+			     const struct sockaddr_in *sin)
 {
 	return rs_connect_opts(_metadata, sin, 0);
 }
@@ -380,7 +382,7 @@ static inline int rs_accept(struct __test_metadata *_metadata, int lfd)
 
 /* A connected pair over RS_ADDR: *cfd is the client, *sfd the server. */
 static inline void rs_pair_opts(struct __test_metadata *_metadata, int *cfd,
-			 int *sfd, int bufsz)
+				int *sfd, int bufsz)
 {
 	struct sockaddr_in sin;
 	int lfd;
@@ -391,7 +393,8 @@ static inline void rs_pair_opts(struct __test_metadata *_metadata, int *cfd,
 	close(lfd);
 }
 
-static inline void rs_pair(struct __test_metadata *_metadata, int *cfd, int *sfd)
+static inline void rs_pair(struct __test_metadata *_metadata, int *cfd,
+			   int *sfd)
 {
 	rs_pair_opts(_metadata, cfd, sfd, 0);
 }
@@ -411,7 +414,8 @@ static inline int rs_poll(int fd, short events, int timeout_ms)
 }
 
 /* Send all of buf; returns len, or -1 with errno (bytes sent are lost). */
-static inline ssize_t rs_send_all(int fd, const void *buf, size_t len, int flags)
+static inline ssize_t rs_send_all(int fd, const void *buf, size_t len,
+				  int flags)
 {
 	const char *p = buf;
 	size_t done = 0;
@@ -470,7 +474,6 @@ static inline int rs_wait_inq(int fd, int n, int timeout_ms)
 	}
 }
 
-
 /* ---- data pattern ---- */
 
 static inline uint64_t rs_mix64(uint64_t x)
@@ -494,7 +497,8 @@ static inline uint8_t rs_pat_byte(uint64_t key, uint64_t off)
 }
 
 /* Fill buf with the bytes at stream offsets off..off+len of stream key. */
-static inline void rs_pat_fill(void *buf, size_t len, uint64_t key, uint64_t off)
+static inline void rs_pat_fill(void *buf, size_t len, uint64_t key,
+			       uint64_t off)
 {
 	unsigned char *p = buf;
 	uint64_t w;
@@ -516,7 +520,7 @@ static inline void rs_pat_fill(void *buf, size_t len, uint64_t key, uint64_t off
 
 /* Returns len when buf matches the pattern, else the first bad index. */
 static inline size_t rs_pat_check(const void *buf, size_t len, uint64_t key,
-			   uint64_t off)
+				  uint64_t off)
 {
 	const unsigned char *p = buf;
 	size_t i = 0;

@@ -1239,26 +1239,24 @@ FIXTURE_TEARDOWN(v6)
 {
 }
 
-/* Listener on the variant's address, or NULL-skip reason. */
+/* Listener on addr; -1 with why filled in if the address is unusable. */
 static int v6_listener(struct __test_metadata *_metadata,
-		       FIXTURE_DATA(v6) *self, struct sockaddr_in6 *sin6)
+		       const struct sockaddr_in6 *addr,
+		       struct sockaddr_in6 *sin6, char *why, size_t whylen)
 {
 	socklen_t len = sizeof(*sin6);
-	int fd;
+	int fd, err;
 
 	fd = rs_socket6(0);
 	ASSERT_GE(fd, 0) TH_LOG("socket: %s", strerror(errno));
-	*sin6 = self->addr;
+	*sin6 = *addr;
 	if (bind(fd, (struct sockaddr *)sin6, sizeof(*sin6))) {
-		int err = errno;
-
+		err = errno;
 		close(fd);
 		/* Tolerated: the family does not do this kind of address. */
 		if (err == EAFNOSUPPORT || err == EADDRNOTAVAIL) {
-			snprintf(self->why, sizeof(self->why),
-				 "bind to this IPv6 address: %s",
+			snprintf(why, whylen, "bind to this IPv6 address: %s",
 				 strerror(err));
-			self->skip = self->why;
 			return -1;
 		}
 		ASSERT_EQ(0, err) TH_LOG("bind: %s", strerror(err));
@@ -1285,9 +1283,10 @@ TEST_F(v6, names_and_data)
 
 	if (self->skip)
 		SKIP(return, "%s", self->skip);
-	lfd = v6_listener(_metadata, self, &lsin);
+	lfd = v6_listener(_metadata, &self->addr, &lsin, self->why,
+			  sizeof(self->why));
 	if (lfd < 0)
-		SKIP(return, "%s", self->skip);
+		SKIP(return, "%s", self->why);
 	EXPECT_EQ(AF_INET6, lsin.sin6_family);
 	EXPECT_EQ(0, memcmp(&lsin.sin6_addr, &self->addr.sin6_addr, 16))
 		TH_LOG("bound to %s", rs_ntop(&lsin, buf, sizeof(buf)));

@@ -126,10 +126,15 @@ static int wire_accept(struct __test_metadata *_metadata, int lfd,
 	return fd;
 }
 
+/* The connections of a test; fd[i] is connection number i. */
+struct conns {
+	int n;
+	int fd[16];
+};
+
 FIXTURE(wire)
 {
-	int nconn;
-	int fd[16];
+	struct conns c;
 };
 
 FIXTURE_SETUP(wire)
@@ -146,35 +151,35 @@ FIXTURE_TEARDOWN(wire)
 {
 	int i;
 
-	for (i = 0; i < self->nconn; i++)
-		close(self->fd[i]);
+	for (i = 0; i < self->c.n; i++)
+		close(self->c.fd[i]);
 }
 
-/* Set up nconn connections of test t, self->fd[i] being connection i. */
+/* Set up nconn connections of test t. */
 static void wire_connect_all(struct __test_metadata *_metadata,
-			     FIXTURE_DATA(wire) *self, enum wire_test t,
+			     struct conns *cs, enum wire_test t,
 			     int nconn)
 {
 	struct hello h;
 	int i, lfd, fd;
 
-	ASSERT_LE(nconn, (int)ARRAY_SIZE(self->fd));
+	ASSERT_LE(nconn, (int)ARRAY_SIZE(cs->fd));
 	if (rs.host == 2) {
 		for (i = 0; i < nconn; i++) {
-			self->fd[i] = wire_dial(_metadata, t, i, 0);
-			self->nconn++;
+			cs->fd[i] = wire_dial(_metadata, t, i, 0);
+			cs->n++;
 		}
 		return;
 	}
 	lfd = wire_listen(_metadata, t);
 	for (i = 0; i < nconn; i++)
-		self->fd[i] = -1;
+		cs->fd[i] = -1;
 	for (i = 0; i < nconn; i++) {
 		fd = wire_accept(_metadata, lfd, t, &h);
 		ASSERT_LT(h.index, (uint32_t)nconn);
-		ASSERT_EQ(-1, self->fd[h.index]);
-		self->fd[h.index] = fd;
-		self->nconn++;
+		ASSERT_EQ(-1, cs->fd[h.index]);
+		cs->fd[h.index] = fd;
+		cs->n++;
 	}
 	close(lfd);
 }
@@ -185,20 +190,20 @@ static void wire_connect_all(struct __test_metadata *_metadata,
  * sending host).
  */
 static void wire_streams(struct __test_metadata *_metadata,
-			 FIXTURE_DATA(wire) *self, uint64_t per, bool random,
+			 struct conns *cs, uint64_t per, bool random,
 			 const char *name)
 {
-	struct rs_xfer *x = calloc(2 * self->nconn, sizeof(*x));
+	struct rs_xfer *x = calloc(2 * cs->n, sizeof(*x));
 	uint64_t moved = 0;
 	double secs = 0;
 	char mine, theirs;
 	int i;
 
 	ASSERT_NE(NULL, x);
-	for (i = 0; i < self->nconn; i++) {
+	for (i = 0; i < cs->n; i++) {
 		struct rs_xfer *tx = &x[2 * i], *rx = &x[2 * i + 1];
 
-		tx->fd = rx->fd = self->fd[i];
+		tx->fd = rx->fd = cs->fd[i];
 		tx->total = rx->total = per;
 		tx->chunk = rx->chunk = random ? RS_MIB : 256 * RS_KIB;
 		tx->random = rx->random = random;
@@ -209,9 +214,9 @@ static void wire_streams(struct __test_metadata *_metadata,
 		ASSERT_EQ(0, rs_xfer_start(tx, rs_sender));
 		ASSERT_EQ(0, rs_xfer_start(rx, rs_receiver));
 	}
-	for (i = 0; i < 2 * self->nconn; i++)
+	for (i = 0; i < 2 * cs->n; i++)
 		rs_xfer_join(&x[i]);
-	for (i = 0; i < self->nconn; i++) {
+	for (i = 0; i < cs->n; i++) {
 		struct rs_xfer *tx = &x[2 * i], *rx = &x[2 * i + 1];
 		bool ok = !tx->err && !rx->err && !rx->mismatch &&
 			  !rx->short_eof && rx->done == per;
@@ -221,20 +226,20 @@ static void wire_streams(struct __test_metadata *_metadata,
 		RS_XFER_OK(rx, "receive");
 		/* Tell the peer how its data arrived; hear how ours did. */
 		mine = ok ? 'Y' : 'N';
-		ASSERT_EQ(1, send(self->fd[i], &mine, 1, 0));
-		ASSERT_EQ(1, rs_recv_all(self->fd[i], &theirs, 1, 0))
+		ASSERT_EQ(1, send(cs->fd[i], &mine, 1, 0));
+		ASSERT_EQ(1, rs_recv_all(cs->fd[i], &theirs, 1, 0))
 			TH_LOG("verdict: %s", strerror(errno));
 		EXPECT_EQ('Y', theirs) TH_LOG("peer saw bad data on conn %d",
 					      i);
-		ASSERT_EQ(0, shutdown(self->fd[i], SHUT_WR));
-		ASSERT_EQ(0, recv(self->fd[i], &theirs, 1, 0));
+		ASSERT_EQ(0, shutdown(cs->fd[i], SHUT_WR));
+		ASSERT_EQ(0, recv(cs->fd[i], &theirs, 1, 0));
 		moved += rx->done;
 		if (rx->secs > secs)
 			secs = rx->secs;
 	}
 	rs_info("wire.%s: host %d received %llu MiB over %d connection(s) in %.2f s: %.1f MiB/s",
 		name, rs.host, (unsigned long long)(moved / RS_MIB),
-		self->nconn, secs, moved / RS_MIB / secs);
+		cs->n, secs, moved / RS_MIB / secs);
 	free(x);
 }
 
@@ -242,8 +247,8 @@ TEST_F_TIMEOUT(wire, stream, 900)
 {
 	uint64_t per = rs_env_ulong("RS_WIRE_MB", 64) * RS_MIB;
 
-	wire_connect_all(_metadata, self, WT_STREAM, 1);
-	wire_streams(_metadata, self, per, false, "stream");
+	wire_connect_all(_metadata, &self->c, WT_STREAM, 1);
+	wire_streams(_metadata, &self->c, per, false, "stream");
 }
 
 TEST_F_TIMEOUT(wire, multi, 900)
@@ -252,8 +257,8 @@ TEST_F_TIMEOUT(wire, multi, 900)
 	uint64_t per = rs_env_ulong("RS_WIRE_MB", 64) * RS_MIB;
 
 	ASSERT_GT(n, 0);
-	wire_connect_all(_metadata, self, WT_MULTI, n);
-	wire_streams(_metadata, self, per / n, true, "multi");
+	wire_connect_all(_metadata, &self->c, WT_MULTI, n);
+	wire_streams(_metadata, &self->c, per / n, true, "multi");
 }
 
 /* ---- peer_death ---- */
@@ -334,7 +339,7 @@ static void __attribute__((noreturn)) doomed(int fd, unsigned int delay)
 }
 
 static void death_host2(struct __test_metadata *_metadata,
-			FIXTURE_DATA(wire) *self)
+			struct conns *cs)
 {
 	const char *why = cannot_die();
 	uint64_t key = rs_key(0, 1, 61), got = 0;
@@ -344,17 +349,17 @@ static void death_host2(struct __test_metadata *_metadata,
 	pid_t pid;
 
 	/* Connection 0: data from host 1. Connection 1: idle. */
-	self->fd[0] = wire_dial(_metadata, WT_DEATH, 0, why ? 0 : HELLO_DIES);
-	self->nconn = 1;
-	self->fd[1] = wire_dial(_metadata, WT_DEATH, 1, why ? 0 : HELLO_DIES);
-	self->nconn = 2;
+	cs->fd[0] = wire_dial(_metadata, WT_DEATH, 0, why ? 0 : HELLO_DIES);
+	cs->n = 1;
+	cs->fd[1] = wire_dial(_metadata, WT_DEATH, 1, why ? 0 : HELLO_DIES);
+	cs->n = 2;
 	if (why)
 		SKIP(return, "%s", why);
 
 	/* Make sure data flows, then leave it to a doomed process. */
 	end = rs_now() + 2;
 	while (rs_now() < end) {
-		n = recv(self->fd[0], buf, sizeof(buf), 0);
+		n = recv(cs->fd[0], buf, sizeof(buf), 0);
 		ASSERT_GT(n, 0) TH_LOG("recv: %s", n ? strerror(errno) :
 				       "EOF");
 		ASSERT_EQ(n, rs_pat_check(buf, n, key, got));
@@ -368,7 +373,7 @@ static void death_host2(struct __test_metadata *_metadata,
 	pid = fork();
 	ASSERT_GE(pid, 0);
 	if (!pid)
-		doomed(self->fd[0], rs_env_ulong("RS_WIRE_DIE_DELAY", 5));
+		doomed(cs->fd[0], rs_env_ulong("RS_WIRE_DIE_DELAY", 5));
 	/* Our copies go; the doomed process keeps the connections. */
 }
 
@@ -377,7 +382,7 @@ struct idle_reader {
 	ssize_t ret;
 	int err;
 	double when;
-	volatile bool done;
+	bool done;		/* __atomic */
 	pthread_t thr;
 };
 
@@ -389,7 +394,7 @@ static void *idle_reader_fn(void *arg)
 	r->ret = recv(r->fd, &b, 1, 0);
 	r->err = errno;
 	r->when = rs_now();
-	r->done = true;
+	__atomic_store_n(&r->done, true, __ATOMIC_RELEASE);
 	return NULL;
 }
 
@@ -400,7 +405,7 @@ static bool death_errno(int err)
 }
 
 static void death_host1(struct __test_metadata *_metadata,
-			FIXTURE_DATA(wire) *self)
+			struct conns *cs)
 {
 	unsigned int limit = rs_env_ulong("RS_WIRE_DEATH_SEC", 60);
 	struct idle_reader r = { };
@@ -417,37 +422,37 @@ static void death_host1(struct __test_metadata *_metadata,
 
 		fd = wire_accept(_metadata, lfd, WT_DEATH, &hh);
 		ASSERT_LT(hh.index, 2);
-		self->fd[hh.index] = fd;
+		cs->fd[hh.index] = fd;
 		h[hh.index] = hh;
-		self->nconn++;
+		cs->n++;
 	}
 	close(lfd);
 	if (!(h[0].flags & HELLO_DIES))
 		SKIP(return, "host 2 will not die (see its RS_WIRE_DIE)");
 
 	/* The idle one: blocked in recv() with keepalive on. */
-	ASSERT_EQ(0, rs_setint(self->fd[1], SOL_SOCKET, SO_KEEPALIVE, 1));
+	ASSERT_EQ(0, rs_setint(cs->fd[1], SOL_SOCKET, SO_KEEPALIVE, 1));
 	if (rs.tcp) {
-		rs_setint(self->fd[1], IPPROTO_TCP, TCP_KEEPIDLE, 5);
-		rs_setint(self->fd[1], IPPROTO_TCP, TCP_KEEPINTVL, 2);
-		rs_setint(self->fd[1], IPPROTO_TCP, TCP_KEEPCNT, 3);
+		rs_setint(cs->fd[1], IPPROTO_TCP, TCP_KEEPIDLE, 5);
+		rs_setint(cs->fd[1], IPPROTO_TCP, TCP_KEEPINTVL, 2);
+		rs_setint(cs->fd[1], IPPROTO_TCP, TCP_KEEPCNT, 3);
 		/* What an RDMA RC QP's retry limit does on its own. */
-		rs_setint(self->fd[0], IPPROTO_TCP, TCP_USER_TIMEOUT,
+		rs_setint(cs->fd[0], IPPROTO_TCP, TCP_USER_TIMEOUT,
 			  limit * 1000 / 2);
 	}
-	r.fd = self->fd[1];
+	r.fd = cs->fd[1];
 	ASSERT_EQ(0, pthread_create(&r.thr, NULL, idle_reader_fn, &r));
 
 	/*
 	 * Keep sending. Once the peer is gone the sends stall; an error
 	 * must come within limit seconds of the last progress.
 	 */
-	ASSERT_EQ(0, rs_set_timeo(self->fd[0], SO_SNDTIMEO, 1000));
+	ASSERT_EQ(0, rs_set_timeo(cs->fd[0], SO_SNDTIMEO, 1000));
 	t0 = last = rs_now();
 	giveup = t0 + wire_wait() + limit;
 	for (;;) {
 		rs_pat_fill(buf, sizeof(buf), key, sent);
-		n = send(self->fd[0], buf, sizeof(buf), MSG_NOSIGNAL);
+		n = send(cs->fd[0], buf, sizeof(buf), MSG_NOSIGNAL);
 		if (n > 0) {
 			sent += n;
 			last = rs_now();
@@ -465,9 +470,9 @@ static void death_host1(struct __test_metadata *_metadata,
 		(unsigned long long)sent, strerror(errno), rs_now() - last);
 
 	/* Not asserted: TCP may legitimately wait much longer here. */
-	for (i = 0; i < 50 && !r.done; i++)
+	for (i = 0; i < 50 && !__atomic_load_n(&r.done, __ATOMIC_ACQUIRE); i++)
 		rs_msleep(100);
-	if (r.done)
+	if (__atomic_load_n(&r.done, __ATOMIC_ACQUIRE))
 		rs_info("wire.peer_death: idle keepalive recv returned %zd (%s) %.1f s after the send error",
 			r.ret, r.ret < 0 ? strerror(r.err) : "EOF",
 			r.when - last);
@@ -478,9 +483,9 @@ static void death_host1(struct __test_metadata *_metadata,
 TEST_F_TIMEOUT(wire, peer_death, 900)
 {
 	if (rs.host == 1)
-		death_host1(_metadata, self);
+		death_host1(_metadata, &self->c);
 	else
-		death_host2(_metadata, self);
+		death_host2(_metadata, &self->c);
 }
 
 TEST_HARNESS_MAIN

@@ -1,0 +1,1512 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * rsbench - latency, throughput and connection-rate benchmark for stream
+ * sockets: AF_RDMASTREAM, TCP (also rsockets through LD_PRELOAD) and AF_SMC.
+ *
+ * Only plain socket calls are used, so the same binary measures every
+ * transport the same way.
+ *
+ *	rsbench -s [-f FAMILY] [-a ADDR] [-p PORT] [-n COUNT]
+ *	rsbench -c ADDR [-f FAMILY] [-p PORT] -m lat|bw|conn [options]
+ *
+ * Wire protocol (all integers big endian):
+ *
+ *   conn: client sends the single byte 'C', the server answers 'c' and
+ *         closes; the client waits for that close, then closes as well.
+ *
+ *   lat/bw: client sends a 24 byte header
+ *	u8 mode ('L' or 'B'), u8 version, u16 reserved, u32 magic,
+ *	u32 size, u32 flags, u64 count
+ *
+ *   lat: the client sends "size" bytes, the server echoes them back, until
+ *        the client closes at a message boundary.
+ *
+ *   bw:  the client streams chunks of exactly "size" bytes. The first byte
+ *        of each chunk is RSB_CHUNK_DATA, or RSB_CHUNK_LAST in the final
+ *        chunk. With RSB_F_VERIFY every other byte at stream offset o is
+ *        pat[o % RSB_PAT_PERIOD]. After the final chunk the server sends a
+ *        64 byte reply with its byte count, receive window and CPU time.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/rdmastream.h>
+
+#ifndef AF_SMC
+#define AF_SMC			43
+#endif
+#define SMCPROTO_SMC		0	/* SMC over IPv4 */
+#define SMCPROTO_SMC6		1	/* SMC over IPv6 */
+
+#define RSB_DEFAULT_PORT	"18515"
+#define RSB_MAGIC		0x52534231u	/* "RSB1" */
+#define RSB_VERSION		1
+#define RSB_HDR_LEN		24
+#define RSB_REPLY_LEN		64
+#define RSB_MODE_LAT		'L'
+#define RSB_MODE_BW		'B'
+#define RSB_MODE_CONN		'C'
+#define RSB_CONN_ACK		'c'
+#define RSB_F_VERIFY		(1u << 0)
+#define RSB_CHUNK_DATA		0x00
+#define RSB_CHUNK_LAST		0xee
+#define RSB_PAT_PERIOD		251
+#define RSB_MAX_SIZE		(64u << 20)
+#define RSB_MAX_CONNS		256
+#define RSB_RX_BUF		(128u << 10)
+
+#define NSEC_PER_SEC		1000000000ull
+#define GIB			(1024.0 * 1024.0 * 1024.0)
+
+enum rsb_family { FAM_RDMASTREAM, FAM_TCP, FAM_SMC };
+
+static struct {
+	enum rsb_family fam;
+	const char *fam_name;
+	int rs_domain;			/* AF_RDMASTREAM, or -F override */
+	const char *label;
+	int server;
+	int client;
+	const char *addr;
+	const char *port;
+	int mode;
+	uint64_t size;
+	uint64_t iters;
+	double seconds;
+	uint64_t total;
+	int conns;
+	long count;
+	long warmup;			/* -1: automatic */
+	int timeout;
+	int deadline;
+	int csv;
+	int csv_header;
+	int verbose;
+	int verify;
+} opt = {
+	.fam = FAM_RDMASTREAM,
+	.fam_name = "rdmastream",
+	.rs_domain = AF_RDMASTREAM,
+	.port = RSB_DEFAULT_PORT,
+	.mode = RSB_MODE_LAT,
+	.size = 64,
+	.iters = 10000,
+	.conns = 1,
+	.warmup = -1,
+	.timeout = 30,
+};
+
+static const char *prog = "rsbench";
+
+/* ---------------------------------------------------------------------- */
+/* helpers                                                                */
+
+static void errmsg(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
+
+static void errmsg(const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+	int n;
+
+	n = snprintf(line, sizeof(line), "%s: ", prog);
+	va_start(ap, fmt);
+	vsnprintf(line + n, sizeof(line) - n, fmt, ap);
+	va_end(ap);
+	/* one write per message so lines from threads do not interleave */
+	fprintf(stderr, "%s\n", line);
+}
+
+static void __attribute__((noreturn, format(printf, 1, 2)))
+die(const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	errmsg("%s", line);
+	exit(1);
+}
+
+static const char *io_strerror(int err)
+{
+	if (err == EAGAIN || err == EWOULDBLOCK)
+		return "timed out (no progress within SO_RCVTIMEO/SO_SNDTIMEO)";
+	return strerror(err);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
+}
+
+static uint64_t cpu_us(int who)
+{
+	struct rusage ru;
+
+	if (getrusage(who, &ru))
+		return 0;
+	return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 +
+	       ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
+}
+
+static void put_u16(uint8_t *p, uint16_t v)
+{
+	p[0] = v >> 8;
+	p[1] = v;
+}
+
+static void put_u32(uint8_t *p, uint32_t v)
+{
+	put_u16(p, v >> 16);
+	put_u16(p + 2, v);
+}
+
+static void put_u64(uint8_t *p, uint64_t v)
+{
+	put_u32(p, v >> 32);
+	put_u32(p + 4, v);
+}
+
+static uint32_t get_u32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	       (uint32_t)p[2] << 8 | p[3];
+}
+
+static uint64_t get_u64(const uint8_t *p)
+{
+	return (uint64_t)get_u32(p) << 32 | get_u32(p + 4);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* nearest-rank percentile of a sorted array, in microseconds */
+static double pct_us(const uint64_t *v, uint64_t n, double p)
+{
+	uint64_t rank = (uint64_t)((p / 100.0) * n + 0.999999);
+
+	if (rank < 1)
+		rank = 1;
+	if (rank > n)
+		rank = n;
+	return v[rank - 1] / 1000.0;
+}
+
+static uint8_t *make_pattern(size_t len)
+{
+	uint8_t *pat = malloc(len + RSB_PAT_PERIOD);
+	size_t i;
+
+	if (!pat)
+		die("out of memory");
+	for (i = 0; i < len + RSB_PAT_PERIOD; i++)
+		pat[i] = (i % RSB_PAT_PERIOD) * 7 + 1;
+	return pat;
+}
+
+/* ---------------------------------------------------------------------- */
+/* I/O with short-read/short-write loops                                  */
+
+/* Returns the number of bytes read (< len only at EOF) or -1 with errno. */
+static ssize_t read_full(int fd, void *buf, size_t len)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = recv(fd, (char *)buf + done, len - done, 0);
+
+		if (n > 0) {
+			done += n;
+			continue;
+		}
+		if (n == 0)
+			break;
+		if (errno == EINTR)
+			continue;
+		return -1;
+	}
+	return done;
+}
+
+/* Returns 0 or -1 with errno. */
+static int write_full(int fd, const void *buf, size_t len)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = send(fd, (const char *)buf + done, len - done, 0);
+
+		if (n > 0) {
+			done += n;
+			continue;
+		}
+		if (n == 0) {
+			errno = EIO;
+			return -1;
+		}
+		if (errno == EINTR)
+			continue;
+		return -1;
+	}
+	return 0;
+}
+
+/* read exactly len bytes; describe any failure as "what" */
+static int read_exact(int fd, void *buf, size_t len, const char *what)
+{
+	ssize_t n = read_full(fd, buf, len);
+
+	if (n < 0) {
+		errmsg("recv %s: %s", what, io_strerror(errno));
+		return -1;
+	}
+	if ((size_t)n < len) {
+		errmsg("recv %s: peer closed the connection (%zd of %zu bytes)",
+		       what, n, len);
+		return -1;
+	}
+	return 0;
+}
+
+static int write_exact(int fd, const void *buf, size_t len, const char *what)
+{
+	if (write_full(fd, buf, len)) {
+		errmsg("send %s: %s", what, io_strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* sockets                                                                */
+
+static int resolve(const char *host, const char *port, int passive,
+		   struct sockaddr_storage *ss, socklen_t *len)
+{
+	struct addrinfo hints = {
+		.ai_family = AF_UNSPEC,
+		.ai_socktype = SOCK_STREAM,
+		.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0),
+	};
+	struct addrinfo *res;
+	int err;
+
+	err = getaddrinfo(host, port, &hints, &res);
+	if (err) {
+		errmsg("cannot resolve %s port %s: %s", host ? host : "*",
+		       port, gai_strerror(err));
+		return -1;
+	}
+	memcpy(ss, res->ai_addr, res->ai_addrlen);
+	*len = res->ai_addrlen;
+	freeaddrinfo(res);
+	return 0;
+}
+
+static const char *addr_str(const struct sockaddr_storage *ss, char *buf,
+			    size_t len)
+{
+	char host[INET6_ADDRSTRLEN] = "?";
+	int port = 0;
+
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *sin = (const void *)ss;
+
+		inet_ntop(AF_INET, &sin->sin_addr, host, sizeof(host));
+		port = ntohs(sin->sin_port);
+	} else if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *sin6 = (const void *)ss;
+
+		inet_ntop(AF_INET6, &sin6->sin6_addr, host, sizeof(host));
+		port = ntohs(sin6->sin6_port);
+	}
+	snprintf(buf, len, ss->ss_family == AF_INET6 ? "[%s]:%d" : "%s:%d",
+		 host, port);
+	return buf;
+}
+
+static int open_socket(int sa_family)
+{
+	int domain, proto = 0, fd;
+	const char *dname;
+
+	switch (opt.fam) {
+	case FAM_RDMASTREAM:
+		domain = opt.rs_domain;
+		dname = "AF_RDMASTREAM";
+		break;
+	case FAM_SMC:
+		domain = AF_SMC;
+		proto = sa_family == AF_INET6 ? SMCPROTO_SMC6 : SMCPROTO_SMC;
+		dname = "AF_SMC";
+		break;
+	default:
+		domain = sa_family;
+		dname = sa_family == AF_INET6 ? "AF_INET6" : "AF_INET";
+		break;
+	}
+
+	fd = socket(domain, SOCK_STREAM, proto);
+	if (fd >= 0)
+		return fd;
+
+	if (errno == EAFNOSUPPORT && opt.fam == FAM_RDMASTREAM)
+		errmsg("socket(AF_RDMASTREAM=%d, SOCK_STREAM, 0): %s: is the rdmastream module loaded? (modprobe rdmastream / insmod rdmastream.ko)",
+		       domain, strerror(errno));
+	else if (errno == EAFNOSUPPORT && opt.fam == FAM_SMC)
+		errmsg("socket(AF_SMC=%d, SOCK_STREAM, %d): %s: is the smc module loaded? (modprobe smc)",
+		       domain, proto, strerror(errno));
+	else
+		errmsg("socket(%s=%d, SOCK_STREAM, %d): %s", dname, domain,
+		       proto, strerror(errno));
+	return -1;
+}
+
+static void set_timeouts(int fd)
+{
+	static int warned;
+	struct timeval tv = { .tv_sec = opt.timeout };
+
+	if (!opt.timeout)
+		return;
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) ||
+	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv))) {
+		if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+			errmsg("warning: SO_RCVTIMEO/SO_SNDTIMEO: %s (relying on the overall -A deadline)",
+			       strerror(errno));
+	}
+}
+
+static void set_nodelay(int fd)
+{
+	int one = 1;
+
+	/* only TCP knows TCP_NODELAY; SMC passes it to its TCP socket */
+	if (opt.fam == FAM_TCP || opt.fam == FAM_SMC)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+static int client_connect(const struct sockaddr_storage *ss, socklen_t len)
+{
+	char abuf[80];
+	int fd;
+
+	fd = open_socket(ss->ss_family);
+	if (fd < 0)
+		return -1;
+	set_timeouts(fd);
+	set_nodelay(fd);
+	while (connect(fd, (const struct sockaddr *)ss, len)) {
+		if (errno == EINTR)
+			continue;
+		errmsg("connect to %s (%s): %s", addr_str(ss, abuf, sizeof(abuf)),
+		       opt.fam_name, errno == EINPROGRESS ?
+		       "timed out (SO_SNDTIMEO)" : strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static void dump_rs_info(int fd, const char *who)
+{
+	struct rdmastream_info i;
+	socklen_t len = sizeof(i);
+
+	if (opt.fam != FAM_RDMASTREAM || !opt.verbose)
+		return;
+	memset(&i, 0, sizeof(i));
+	if (getsockopt(fd, SOL_RDMASTREAM, RDMASTREAM_INFO, &i, &len)) {
+		errmsg("%s: getsockopt(RDMASTREAM_INFO): %s", who,
+		       strerror(errno));
+		return;
+	}
+	errmsg("%s: state %u flags %#x rx_ring %u tx_ring %u peer_ring %u credits %u max_inline %u sent %llu acked %llu received %llu read %llu writes %llu inline %llu ctrl_tx %llu ctrl_rx %llu win_stalls %llu credit_stalls %llu completions %llu",
+	       who, i.rsi_state, i.rsi_flags, i.rsi_rx_ring, i.rsi_tx_ring,
+	       i.rsi_peer_ring, i.rsi_credits, i.rsi_max_inline,
+	       (unsigned long long)i.rsi_bytes_sent,
+	       (unsigned long long)i.rsi_bytes_acked,
+	       (unsigned long long)i.rsi_bytes_received,
+	       (unsigned long long)i.rsi_bytes_read,
+	       (unsigned long long)i.rsi_writes,
+	       (unsigned long long)i.rsi_inline_writes,
+	       (unsigned long long)i.rsi_ctrl_sent,
+	       (unsigned long long)i.rsi_ctrl_received,
+	       (unsigned long long)i.rsi_window_stalls,
+	       (unsigned long long)i.rsi_credit_stalls,
+	       (unsigned long long)i.rsi_completions);
+}
+
+/* ---------------------------------------------------------------------- */
+/* server                                                                 */
+
+struct srv_conn {
+	int fd;
+	struct sockaddr_storage peer;
+};
+
+static pthread_mutex_t srv_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t srv_cond = PTHREAD_COND_INITIALIZER;
+static int srv_active;
+static int srv_failures;
+
+static int srv_lat(int fd, const char *peer, uint32_t size)
+{
+	uint64_t n = 0;
+	uint8_t *buf;
+	int ret = -1;
+
+	buf = malloc(size);
+	if (!buf) {
+		errmsg("%s: out of memory", peer);
+		return -1;
+	}
+	for (;;) {
+		ssize_t r = read_full(fd, buf, size);
+
+		if (r == 0) {
+			ret = 0;		/* client done */
+			break;
+		}
+		if (r < 0) {
+			errmsg("%s: lat: recv after %llu messages: %s", peer,
+			       (unsigned long long)n, io_strerror(errno));
+			break;
+		}
+		if ((size_t)r < size) {
+			errmsg("%s: lat: peer closed in the middle of message %llu (%zd of %u bytes)",
+			       peer, (unsigned long long)n, r, size);
+			break;
+		}
+		if (write_full(fd, buf, size)) {
+			errmsg("%s: lat: send of message %llu: %s", peer,
+			       (unsigned long long)n, io_strerror(errno));
+			break;
+		}
+		n++;
+	}
+	if (!ret && opt.verbose)
+		errmsg("%s: lat %u B: echoed %llu messages", peer, size,
+		       (unsigned long long)n);
+	free(buf);
+	return ret;
+}
+
+static int srv_bw(int fd, const char *peer, uint32_t size, uint32_t flags)
+{
+	size_t bufsz = size > RSB_RX_BUF ? size : RSB_RX_BUF;
+	int verify = flags & RSB_F_VERIFY;
+	uint64_t off = 0, t0, t1, cpu0, cpu1, bad_off = 0;
+	uint8_t reply[RSB_REPLY_LEN];
+	int in_last = 0, done = 0, bad = 0, ret = -1;
+	uint32_t status = 0;
+	uint8_t *buf, *pat = NULL;
+
+	buf = malloc(bufsz);
+	if (!buf) {
+		errmsg("%s: out of memory", peer);
+		return -1;
+	}
+	if (verify)
+		pat = make_pattern(bufsz);
+
+	cpu0 = cpu_us(RUSAGE_THREAD);
+	t0 = now_ns();
+	while (!done) {
+		ssize_t n = recv(fd, buf, bufsz, 0);
+		size_t i = 0;
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			errmsg("%s: bw: recv after %llu bytes: %s", peer,
+			       (unsigned long long)off, io_strerror(errno));
+			goto out;
+		}
+		if (n == 0) {
+			errmsg("%s: bw: peer closed after %llu bytes without sending the final chunk",
+			       peer, (unsigned long long)off);
+			goto out;
+		}
+		while (i < (size_t)n) {
+			uint64_t pos = off % size;
+			size_t seg;
+
+			if (pos == 0) {
+				uint8_t c = buf[i];
+
+				if (in_last || (c != RSB_CHUNK_DATA &&
+						c != RSB_CHUNK_LAST)) {
+					errmsg("%s: bw: stream corrupted: chunk marker %#x at offset %llu%s",
+					       peer, c, (unsigned long long)off,
+					       in_last ? " after the final chunk" : "");
+					status = 2;
+					done = 1;
+					break;
+				}
+				in_last = c == RSB_CHUNK_LAST;
+				i++;
+				off++;
+				continue;
+			}
+			seg = n - i;
+			if (seg > size - pos)
+				seg = size - pos;
+			if (verify && !bad &&
+			    memcmp(buf + i, pat + off % RSB_PAT_PERIOD, seg)) {
+				size_t k;
+
+				for (k = 0; k < seg; k++)
+					if (buf[i + k] !=
+					    pat[(off + k) % RSB_PAT_PERIOD])
+						break;
+				bad = 1;
+				bad_off = off + k;
+			}
+			i += seg;
+			off += seg;
+		}
+		if (in_last && off % size == 0)
+			done = 1;
+	}
+	t1 = now_ns();
+	cpu1 = cpu_us(RUSAGE_THREAD);
+
+	if (bad) {
+		errmsg("%s: bw: data verification FAILED: first bad byte at stream offset %llu",
+		       peer, (unsigned long long)bad_off);
+		status = status ? status : 1;
+	}
+
+	memset(reply, 0, sizeof(reply));
+	put_u32(reply, RSB_MAGIC);
+	put_u32(reply + 4, status);
+	put_u64(reply + 8, off);
+	put_u64(reply + 16, t0);
+	put_u64(reply + 24, t1);
+	put_u64(reply + 32, cpu1 - cpu0);
+	put_u64(reply + 40, bad_off);
+	if (write_exact(fd, reply, sizeof(reply), "bw reply"))
+		goto out;
+	dump_rs_info(fd, peer);
+	if (opt.verbose && !status)
+		errmsg("%s: bw %u B: %llu bytes in %.3f s = %.1f MB/s, cpu %.3f s",
+		       peer, size, (unsigned long long)off, (t1 - t0) / 1e9,
+		       off / ((t1 - t0) / 1e3), (cpu1 - cpu0) / 1e6);
+	/* wait for the client to close so that it has read the reply */
+	read_full(fd, buf, 1);
+	ret = status ? -1 : 0;
+out:
+	free(pat);
+	free(buf);
+	return ret;
+}
+
+static void *srv_thread(void *arg)
+{
+	struct srv_conn *c = arg;
+	uint8_t hdr[RSB_HDR_LEN];
+	char peer[80];
+	uint32_t size, flags;
+	int ret = -1;
+	ssize_t n;
+
+	addr_str(&c->peer, peer, sizeof(peer));
+	set_timeouts(c->fd);
+	set_nodelay(c->fd);
+
+	n = read_full(c->fd, hdr, 1);
+	if (n <= 0) {
+		errmsg("%s: recv request: %s", peer,
+		       n < 0 ? io_strerror(errno) : "peer closed the connection");
+		goto out;
+	}
+	if (hdr[0] == RSB_MODE_CONN) {
+		uint8_t ack = RSB_CONN_ACK;
+
+		if (write_exact(c->fd, &ack, 1, "conn reply"))
+			goto out;
+		ret = 0;
+		goto out;
+	}
+	if (hdr[0] != RSB_MODE_LAT && hdr[0] != RSB_MODE_BW) {
+		errmsg("%s: unknown request %#x (not an rsbench client?)", peer,
+		       hdr[0]);
+		goto out;
+	}
+	if (read_exact(c->fd, hdr + 1, RSB_HDR_LEN - 1, "request header"))
+		goto out;
+	if (get_u32(hdr + 4) != RSB_MAGIC || hdr[1] != RSB_VERSION) {
+		errmsg("%s: bad request header (magic %#x version %u)", peer,
+		       get_u32(hdr + 4), hdr[1]);
+		goto out;
+	}
+	size = get_u32(hdr + 8);
+	flags = get_u32(hdr + 12);
+	if (size < 1 || size > RSB_MAX_SIZE) {
+		errmsg("%s: bad message size %u", peer, size);
+		goto out;
+	}
+	if (hdr[0] == RSB_MODE_LAT)
+		ret = srv_lat(c->fd, peer, size);
+	else
+		ret = srv_bw(c->fd, peer, size, flags);
+out:
+	close(c->fd);
+	free(c);
+	pthread_mutex_lock(&srv_lock);
+	if (ret)
+		srv_failures++;
+	srv_active--;
+	pthread_cond_broadcast(&srv_cond);
+	pthread_mutex_unlock(&srv_lock);
+	return NULL;
+}
+
+static int run_server(void)
+{
+	struct sockaddr_storage ss;
+	pthread_attr_t attr;
+	socklen_t len;
+	char abuf[80];
+	long accepted = 0;
+	int lfd, one = 1;
+
+	if (resolve(opt.addr, opt.port, 1, &ss, &len))
+		return 1;
+	lfd = open_socket(ss.ss_family);
+	if (lfd < 0)
+		return 1;
+	if (setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) &&
+	    opt.verbose)
+		errmsg("warning: SO_REUSEADDR: %s", strerror(errno));
+	if (bind(lfd, (struct sockaddr *)&ss, len)) {
+		errmsg("bind %s (%s): %s", addr_str(&ss, abuf, sizeof(abuf)),
+		       opt.fam_name, strerror(errno));
+		return 1;
+	}
+	if (listen(lfd, 128)) {
+		errmsg("listen on %s (%s): %s",
+		       addr_str(&ss, abuf, sizeof(abuf)), opt.fam_name,
+		       strerror(errno));
+		return 1;
+	}
+	errmsg("server listening on %s (%s)%s",
+	       addr_str(&ss, abuf, sizeof(abuf)), opt.fam_name,
+	       opt.count ? "" : ", until killed");
+
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 256 << 10);
+
+	while (!opt.count || accepted < opt.count) {
+		struct srv_conn *c = calloc(1, sizeof(*c));
+		socklen_t plen = sizeof(c->peer);
+		pthread_t th;
+		int err;
+
+		if (!c)
+			die("out of memory");
+		c->fd = accept(lfd, (struct sockaddr *)&c->peer, &plen);
+		if (c->fd < 0) {
+			int e = errno;
+
+			free(c);
+			switch (e) {
+			case EINTR:
+				continue;
+			case ECONNABORTED:
+			case EPROTO:
+			case EPERM:
+			case ETIMEDOUT:
+			case ECONNRESET:
+				errmsg("accept: %s (continuing)", strerror(e));
+				continue;
+			case EMFILE:
+			case ENFILE:
+			case ENOBUFS:
+			case ENOMEM:
+				errmsg("accept: %s (retrying)", strerror(e));
+				usleep(100000);
+				continue;
+			default:
+				errmsg("accept on %s (%s): %s",
+				       addr_str(&ss, abuf, sizeof(abuf)),
+				       opt.fam_name, strerror(e));
+				close(lfd);
+				return 1;
+			}
+		}
+		accepted++;
+		pthread_mutex_lock(&srv_lock);
+		srv_active++;
+		pthread_mutex_unlock(&srv_lock);
+		err = pthread_create(&th, &attr, srv_thread, c);
+		if (err) {
+			errmsg("pthread_create: %s (dropping connection)",
+			       strerror(err));
+			close(c->fd);
+			free(c);
+			pthread_mutex_lock(&srv_lock);
+			srv_active--;
+			srv_failures++;
+			pthread_mutex_unlock(&srv_lock);
+		}
+	}
+	close(lfd);
+
+	pthread_mutex_lock(&srv_lock);
+	while (srv_active)
+		pthread_cond_wait(&srv_cond, &srv_lock);
+	pthread_mutex_unlock(&srv_lock);
+	if (srv_failures)
+		errmsg("server done: %ld connections, %d failed", accepted,
+		       srv_failures);
+	else if (opt.verbose)
+		errmsg("server done: %ld connections", accepted);
+	return srv_failures ? 1 : 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* client output                                                          */
+
+static const char *label(void)
+{
+	return opt.label ? opt.label : opt.fam_name;
+}
+
+static void csv(const char *mode, uint64_t size, int conns,
+		const char *metric, double value, const char *unit)
+{
+	char v[64];
+
+	if (!opt.csv)
+		return;
+	/* integers in full, fractions to 6 significant digits, no exponents */
+	if (value == (double)(long long)value && fabs(value) < 1e18)
+		snprintf(v, sizeof(v), "%lld", (long long)value);
+	else if (fabs(value) < 1e6)
+		snprintf(v, sizeof(v), "%.6g", value);
+	else
+		snprintf(v, sizeof(v), "%.3f", value);
+	printf("%s,%s,%llu,%d,%s,%s,%s\n", label(), mode,
+	       (unsigned long long)size, conns, metric, v, unit);
+}
+
+/* human-readable line: stdout, or stderr when stdout carries CSV */
+static void human(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void human(const char *fmt, ...)
+{
+	FILE *f = opt.csv ? stderr : stdout;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vfprintf(f, fmt, ap);
+	va_end(ap);
+	fflush(f);
+}
+
+static uint64_t warmup_for(uint64_t iters, uint64_t cap)
+{
+	uint64_t w;
+
+	if (opt.warmup >= 0)
+		return opt.warmup;
+	w = iters / 10;
+	return w > cap ? cap : w;
+}
+
+/* ---------------------------------------------------------------------- */
+/* client: latency                                                        */
+
+static int run_lat(const struct sockaddr_storage *ss, socklen_t len)
+{
+	uint64_t warm = warmup_for(opt.iters, 1000);
+	uint64_t total = warm + opt.iters, i, n = 0, t_end = 0, sum = 0;
+	size_t size = opt.size, tag = size < 8 ? size : 8;
+	uint8_t hdr[RSB_HDR_LEN], *tx, *rx, *pat;
+	uint64_t *samples;
+	int fd, ret = 1;
+
+	tx = malloc(size);
+	rx = malloc(size);
+	samples = malloc(opt.iters * sizeof(*samples));
+	if (!tx || !rx || !samples)
+		die("out of memory");
+	pat = make_pattern(size);
+	memcpy(tx, pat, size);
+	free(pat);
+
+	fd = client_connect(ss, len);
+	if (fd < 0)
+		goto out_free;
+
+	memset(hdr, 0, sizeof(hdr));
+	hdr[0] = RSB_MODE_LAT;
+	hdr[1] = RSB_VERSION;
+	put_u32(hdr + 4, RSB_MAGIC);
+	put_u32(hdr + 8, size);
+	put_u32(hdr + 12, 0);
+	put_u64(hdr + 16, total);
+	if (write_exact(fd, hdr, sizeof(hdr), "request header"))
+		goto out;
+
+	if (opt.seconds > 0)
+		t_end = now_ns() + (uint64_t)(opt.seconds * NSEC_PER_SEC);
+	for (i = 0; i < total; i++) {
+		uint64_t t0, t1, seq = i;
+
+		memcpy(tx, &seq, tag);
+		t0 = now_ns();
+		if (write_full(fd, tx, size)) {
+			errmsg("lat: send of message %llu: %s",
+			       (unsigned long long)i, io_strerror(errno));
+			goto out;
+		}
+		if (read_exact(fd, rx, size, "lat echo"))
+			goto out;
+		t1 = now_ns();
+		if (memcmp(tx, rx, size)) {
+			errmsg("lat: echo of message %llu differs from what was sent",
+			       (unsigned long long)i);
+			goto out;
+		}
+		if (i >= warm) {
+			samples[n++] = t1 - t0;
+			sum += t1 - t0;
+		}
+		if (t_end && t1 >= t_end)
+			break;
+	}
+	dump_rs_info(fd, "client");
+	if (!n) {
+		errmsg("lat: no samples after warm-up (%llu warm-up iterations; raise -t or lower -w)",
+		       (unsigned long long)warm);
+		goto out;
+	}
+
+	qsort(samples, n, sizeof(*samples), cmp_u64);
+	human("%s lat %zu B: p50 %.2f us  p99 %.2f us  p99.9 %.2f us  mean %.2f us  (min %.2f max %.2f; round trip, %llu samples after %llu warm-up)\n",
+	      label(), size, pct_us(samples, n, 50), pct_us(samples, n, 99),
+	      pct_us(samples, n, 99.9), (double)sum / n / 1000.0,
+	      samples[0] / 1000.0, samples[n - 1] / 1000.0,
+	      (unsigned long long)n, (unsigned long long)warm);
+	csv("lat", size, 1, "p50", pct_us(samples, n, 50), "us");
+	csv("lat", size, 1, "p99", pct_us(samples, n, 99), "us");
+	csv("lat", size, 1, "p99.9", pct_us(samples, n, 99.9), "us");
+	csv("lat", size, 1, "mean", (double)sum / n / 1000.0, "us");
+	csv("lat", size, 1, "min", samples[0] / 1000.0, "us");
+	csv("lat", size, 1, "max", samples[n - 1] / 1000.0, "us");
+	csv("lat", size, 1, "samples", n, "count");
+	ret = 0;
+out:
+	close(fd);
+out_free:
+	free(samples);
+	free(rx);
+	free(tx);
+	return ret;
+}
+
+/* ---------------------------------------------------------------------- */
+/* client: throughput                                                     */
+
+struct bw_conn {
+	int idx;
+	int fd;
+	pthread_t th;
+	uint64_t sent;
+	uint64_t t_start, t_end;	/* client clock */
+	uint64_t srv_bytes, srv_start, srv_end, srv_cpu_us;
+	int ok;
+};
+
+static pthread_barrier_t bw_barrier;
+static const uint8_t *bw_pat;
+
+static void *bw_thread(void *arg)
+{
+	struct bw_conn *c = arg;
+	size_t size = opt.size;
+	uint8_t hdr[RSB_HDR_LEN], reply[RSB_REPLY_LEN], *buf;
+	uint64_t chunks = 0, nchunks = 0, deadline = 0, chunk;
+	char what[32];
+	uint32_t status;
+
+	snprintf(what, sizeof(what), "conn %d", c->idx);
+	buf = calloc(1, size);
+	if (!buf) {
+		errmsg("%s: out of memory", what);
+		pthread_barrier_wait(&bw_barrier);
+		return NULL;
+	}
+	if (opt.total) {
+		uint64_t per = (opt.total + opt.conns - 1) / opt.conns;
+
+		nchunks = (per + size - 1) / size;
+	}
+
+	pthread_barrier_wait(&bw_barrier);
+
+	memset(hdr, 0, sizeof(hdr));
+	hdr[0] = RSB_MODE_BW;
+	hdr[1] = RSB_VERSION;
+	put_u32(hdr + 4, RSB_MAGIC);
+	put_u32(hdr + 8, size);
+	put_u32(hdr + 12, opt.verify ? RSB_F_VERIFY : 0);
+	put_u64(hdr + 16, nchunks * size);
+
+	c->t_start = now_ns();
+	if (!opt.total)
+		deadline = c->t_start + (uint64_t)(opt.seconds * NSEC_PER_SEC);
+	if (write_exact(c->fd, hdr, sizeof(hdr), "request header"))
+		goto out;
+
+	for (chunk = 0;; chunk++) {
+		int last;
+
+		if (opt.total)
+			last = chunk + 1 >= nchunks;
+		else
+			last = now_ns() >= deadline;
+		if (opt.verify && size > 1)
+			memcpy(buf + 1, bw_pat + (c->sent + 1) % RSB_PAT_PERIOD,
+			       size - 1);
+		buf[0] = last ? RSB_CHUNK_LAST : RSB_CHUNK_DATA;
+		if (write_full(c->fd, buf, size)) {
+			errmsg("%s: bw: send after %llu bytes: %s", what,
+			       (unsigned long long)c->sent,
+			       errno == EPIPE || errno == ECONNRESET ?
+			       "connection closed by the server (see its log)" :
+			       io_strerror(errno));
+			goto out;
+		}
+		c->sent += size;
+		chunks++;
+		if (last)
+			break;
+	}
+	c->t_end = now_ns();
+
+	if (read_exact(c->fd, reply, sizeof(reply), "bw reply from server"))
+		goto out;
+	if (get_u32(reply) != RSB_MAGIC) {
+		errmsg("%s: bw: bad reply from server", what);
+		goto out;
+	}
+	status = get_u32(reply + 4);
+	c->srv_bytes = get_u64(reply + 8);
+	c->srv_start = get_u64(reply + 16);
+	c->srv_end = get_u64(reply + 24);
+	c->srv_cpu_us = get_u64(reply + 32);
+	if (status == 1) {
+		errmsg("%s: bw: server reports data verification FAILED at stream offset %llu",
+		       what, (unsigned long long)get_u64(reply + 40));
+		goto out;
+	}
+	if (status) {
+		errmsg("%s: bw: server reports a corrupted stream (status %u, see its log)",
+		       what, status);
+		goto out;
+	}
+	if (c->srv_bytes != c->sent) {
+		errmsg("%s: bw: server received %llu bytes but %llu were sent",
+		       what, (unsigned long long)c->srv_bytes,
+		       (unsigned long long)c->sent);
+		goto out;
+	}
+	dump_rs_info(c->fd, what);
+	c->ok = 1;
+out:
+	free(buf);
+	return NULL;
+}
+
+static int run_bw(const struct sockaddr_storage *ss, socklen_t len)
+{
+	uint64_t bytes = 0, srv_cpu = 0, s0 = UINT64_MAX, s1 = 0;
+	uint64_t c0 = UINT64_MAX, c1 = 0, cpu0, cpu1;
+	struct bw_conn *conns;
+	double rx_s, tx_s, gib, mbps, txmbps, ccpu, scpu;
+	int i, err, ok = 1, started = 0;
+
+	conns = calloc(opt.conns, sizeof(*conns));
+	if (!conns)
+		die("out of memory");
+	if (opt.verify)
+		bw_pat = make_pattern(opt.size);
+
+	for (i = 0; i < opt.conns; i++) {
+		conns[i].idx = i;
+		conns[i].fd = client_connect(ss, len);
+		if (conns[i].fd < 0) {
+			while (--i >= 0)
+				close(conns[i].fd);
+			free(conns);
+			return 1;
+		}
+	}
+
+	pthread_barrier_init(&bw_barrier, NULL, opt.conns + 1);
+	for (i = 0; i < opt.conns; i++) {
+		err = pthread_create(&conns[i].th, NULL, bw_thread, &conns[i]);
+		if (err)
+			die("pthread_create: %s", strerror(err));
+		started++;
+	}
+	cpu0 = cpu_us(RUSAGE_SELF);
+	pthread_barrier_wait(&bw_barrier);
+	for (i = 0; i < started; i++)
+		pthread_join(conns[i].th, NULL);
+	cpu1 = cpu_us(RUSAGE_SELF);
+
+	for (i = 0; i < opt.conns; i++) {
+		struct bw_conn *c = &conns[i];
+
+		close(c->fd);
+		if (!c->ok) {
+			ok = 0;
+			continue;
+		}
+		bytes += c->srv_bytes;
+		srv_cpu += c->srv_cpu_us;
+		if (c->srv_start < s0)
+			s0 = c->srv_start;
+		if (c->srv_end > s1)
+			s1 = c->srv_end;
+		if (c->t_start < c0)
+			c0 = c->t_start;
+		if (c->t_end > c1)
+			c1 = c->t_end;
+	}
+	free(conns);
+	if (!ok) {
+		errmsg("bw: %s run failed", opt.fam_name);
+		return 1;
+	}
+	if (s1 <= s0 || c1 <= c0 || !bytes) {
+		errmsg("bw: nothing measured");
+		return 1;
+	}
+
+	rx_s = (s1 - s0) / 1e9;
+	tx_s = (c1 - c0) / 1e9;
+	gib = bytes / GIB;
+	mbps = bytes / rx_s / 1e6;
+	txmbps = bytes / tx_s / 1e6;
+	ccpu = (cpu1 - cpu0) / 1e6 / gib;
+	scpu = srv_cpu / 1e6 / gib;
+
+	human("%s bw %llu B x%d: %.1f MB/s (%.3f Gbit/s) at receiver, %llu bytes in %.2f s; sender %.1f MB/s; CPU per GiB: client %.3f s, server %.3f s\n",
+	      label(), (unsigned long long)opt.size, opt.conns, mbps,
+	      mbps * 8 / 1000, (unsigned long long)bytes, rx_s, txmbps, ccpu,
+	      scpu);
+	csv("bw", opt.size, opt.conns, "throughput", mbps, "MB/s");
+	csv("bw", opt.size, opt.conns, "throughput", mbps * 8 / 1000, "Gbit/s");
+	csv("bw", opt.size, opt.conns, "tx_throughput", txmbps, "MB/s");
+	csv("bw", opt.size, opt.conns, "bytes", bytes, "B");
+	csv("bw", opt.size, opt.conns, "duration", rx_s, "s");
+	csv("bw", opt.size, opt.conns, "cpu_client", ccpu, "s/GiB");
+	csv("bw", opt.size, opt.conns, "cpu_server", scpu, "s/GiB");
+	return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* client: connection rate                                                */
+
+static int one_conn(const struct sockaddr_storage *ss, socklen_t len,
+		    uint64_t i)
+{
+	uint8_t b = RSB_MODE_CONN;
+	ssize_t n;
+	int fd;
+
+	fd = client_connect(ss, len);
+	if (fd < 0)
+		return -1;
+	if (write_exact(fd, &b, 1, "conn request") ||
+	    read_exact(fd, &b, 1, "conn reply"))
+		goto err;
+	if (b != RSB_CONN_ACK) {
+		errmsg("conn %llu: bad reply %#x", (unsigned long long)i, b);
+		goto err;
+	}
+	/* let the server close first, so TIME_WAIT stays on its side */
+	n = read_full(fd, &b, 1);
+	if (n != 0) {
+		errmsg("conn %llu: %s", (unsigned long long)i, n < 0 ?
+		       io_strerror(errno) : "unexpected data from server");
+		goto err;
+	}
+	if (close(fd)) {
+		errmsg("conn %llu: close: %s", (unsigned long long)i,
+		       strerror(errno));
+		return -1;
+	}
+	return 0;
+err:
+	close(fd);
+	return -1;
+}
+
+static int run_conn(const struct sockaddr_storage *ss, socklen_t len)
+{
+	uint64_t warm = warmup_for(opt.iters, 10), i, n = 0, t0, t1, t_end = 0;
+	uint64_t start = 0, *samples;
+	double secs;
+
+	samples = malloc(opt.iters * sizeof(*samples));
+	if (!samples)
+		die("out of memory");
+	for (i = 0; i < warm; i++)
+		if (one_conn(ss, len, i))
+			return 1;
+
+	if (opt.seconds > 0)
+		t_end = now_ns() + (uint64_t)(opt.seconds * NSEC_PER_SEC);
+	start = now_ns();
+	for (i = 0; i < opt.iters; i++) {
+		t0 = now_ns();
+		if (one_conn(ss, len, warm + i)) {
+			free(samples);
+			return 1;
+		}
+		t1 = now_ns();
+		samples[n++] = t1 - t0;
+		if (t_end && t1 >= t_end)
+			break;
+	}
+	secs = (now_ns() - start) / 1e9;
+	qsort(samples, n, sizeof(*samples), cmp_u64);
+
+	human("%s conn: %.1f conn/s  (%llu connections in %.3f s; per connection p50 %.1f us, p99 %.1f us; %llu warm-up)\n",
+	      label(), n / secs, (unsigned long long)n, secs,
+	      pct_us(samples, n, 50), pct_us(samples, n, 99),
+	      (unsigned long long)warm);
+	csv("conn", 1, 1, "rate", n / secs, "conn/s");
+	csv("conn", 1, 1, "conn_p50", pct_us(samples, n, 50), "us");
+	csv("conn", 1, 1, "conn_p99", pct_us(samples, n, 99), "us");
+	csv("conn", 1, 1, "connections", n, "count");
+	free(samples);
+	return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* main                                                                   */
+
+static void on_alarm(int sig)
+{
+	static const char msg[] = ": overall deadline (-A) exceeded, aborting\n";
+	ssize_t r;
+
+	(void)sig;
+	r = write(2, prog, strlen(prog));
+	r = write(2, msg, sizeof(msg) - 1);
+	(void)r;
+	_exit(3);
+}
+
+static void __attribute__((noreturn)) usage(int code)
+{
+	if (code) {
+		fprintf(stderr, "usage: %s -s ... | -c ADDR ...  (%s -h for help)\n",
+			prog, prog);
+		exit(code);
+	}
+	fprintf(stdout,
+"usage: %s -s [-a ADDR] [-p PORT] [-n COUNT] [-f FAMILY] [-A SECS] [-v]\n"
+"       %s -c ADDR [-p PORT] [-f FAMILY] -m lat  [-S SIZE] [-i ITERS] [-w N] [-t SECS]\n"
+"       %s -c ADDR [-p PORT] [-f FAMILY] -m bw   [-S SIZE] (-t SECS | -b BYTES) [-P N] [-V]\n"
+"       %s -c ADDR [-p PORT] [-f FAMILY] -m conn [-i N] [-w N] [-t SECS]\n"
+"\n"
+"  -f FAMILY   rdmastream (default), tcp or smc (AF_SMC, SMCPROTO_SMC[6])\n"
+"  -F NUM      socket family number for rdmastream (default %d)\n"
+"  -s          server: serve any client mode, forever or for -n COUNT connections\n"
+"  -a ADDR     server bind address (default 0.0.0.0)\n"
+"  -c ADDR     client: connect to ADDR\n"
+"  -p PORT     port (default %s)\n"
+"  -m MODE     lat: ping-pong of SIZE bytes, round trip percentiles\n"
+"              bw: stream SIZE-byte writes, throughput measured at the receiver\n"
+"              conn: connect + 1 byte exchange + close, per second\n"
+"  -S SIZE     message/write size, suffix k/m (default 64; bw default 64k)\n"
+"  -i N        lat iterations (default 10000) / conn connections (default 1000)\n"
+"  -w N        warm-up iterations (default iters/10, at most 1000 lat / 10 conn)\n"
+"  -t SECS     bw duration (default 5); lat/conn: stop early after SECS\n"
+"  -b BYTES    bw: send BYTES in total (split over -P connections) instead of -t\n"
+"  -P N        bw: N parallel connections (default 1)\n"
+"  -V          bw: verify every byte on the server (costs CPU)\n"
+"  -T SECS     per-call socket timeout, SO_RCVTIMEO/SO_SNDTIMEO (default 30, 0 off)\n"
+"  -A SECS     overall deadline, exit 3 when exceeded (client default: automatic)\n"
+"  -o FMT      text (default) or csv: CSV rows on stdout, text line on stderr\n"
+"  -H          print the CSV header row first\n"
+"  -l LABEL    transport name in the output (default: FAMILY)\n"
+"  -v          verbose (server: per-connection lines; RDMASTREAM_INFO dumps)\n"
+"\n"
+"CSV columns: transport,mode,size,conns,metric,value,unit. MB/s = 10^6 bytes/s.\n"
+"Exit status: 0 ok, 1 error, 2 usage, 3 deadline exceeded.\n",
+		prog, prog, prog, prog, AF_RDMASTREAM, RSB_DEFAULT_PORT);
+	exit(code);
+}
+
+static uint64_t parse_size(const char *s, const char *what)
+{
+	unsigned long long v;
+	char *end;
+
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno || end == s || *s == '-')
+		goto bad;
+	switch (*end) {
+	case 'k': case 'K':
+		v <<= 10, end++;
+		break;
+	case 'm': case 'M':
+		v <<= 20, end++;
+		break;
+	case 'g': case 'G':
+		v <<= 30, end++;
+		break;
+	}
+	if (*end == 'i' || *end == 'B')
+		end++;
+	if (*end == 'B')
+		end++;
+	if (*end)
+		goto bad;
+	return v;
+bad:
+	errmsg("invalid %s: %s", what, s);
+	usage(2);
+}
+
+static double parse_secs(const char *s, const char *what)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || v < 0 || v > 1e7) {
+		errmsg("invalid %s: %s", what, s);
+		usage(2);
+	}
+	return v;
+}
+
+int main(int argc, char **argv)
+{
+	struct sockaddr_storage ss;
+	struct sigaction sa;
+	int size_set = 0, iters_set = 0, c, ret;
+	socklen_t len;
+	uint64_t v;
+
+	while ((c = getopt(argc, argv, "sc:a:p:f:F:m:S:i:w:t:b:P:n:VT:A:o:Hl:vh")) != -1) {
+		switch (c) {
+		case 's':
+			opt.server = 1;
+			break;
+		case 'c':
+			opt.client = 1;
+			opt.addr = optarg;
+			break;
+		case 'a':
+			opt.addr = optarg;
+			break;
+		case 'p':
+			opt.port = optarg;
+			break;
+		case 'f':
+			if (!strcmp(optarg, "rdmastream"))
+				opt.fam = FAM_RDMASTREAM;
+			else if (!strcmp(optarg, "tcp"))
+				opt.fam = FAM_TCP;
+			else if (!strcmp(optarg, "smc"))
+				opt.fam = FAM_SMC;
+			else {
+				errmsg("unknown family %s", optarg);
+				usage(2);
+			}
+			opt.fam_name = optarg;
+			break;
+		case 'F':
+			v = parse_size(optarg, "family number");
+			if (v < 1 || v > 255) {
+				errmsg("invalid family number %s", optarg);
+				usage(2);
+			}
+			opt.rs_domain = v;
+			break;
+		case 'm':
+			if (!strcmp(optarg, "lat"))
+				opt.mode = RSB_MODE_LAT;
+			else if (!strcmp(optarg, "bw"))
+				opt.mode = RSB_MODE_BW;
+			else if (!strcmp(optarg, "conn"))
+				opt.mode = RSB_MODE_CONN;
+			else {
+				errmsg("unknown mode %s", optarg);
+				usage(2);
+			}
+			break;
+		case 'S':
+			opt.size = parse_size(optarg, "size");
+			size_set = 1;
+			break;
+		case 'i':
+			opt.iters = parse_size(optarg, "iterations");
+			iters_set = 1;
+			break;
+		case 'w':
+			opt.warmup = parse_size(optarg, "warm-up");
+			break;
+		case 't':
+			opt.seconds = parse_secs(optarg, "seconds");
+			break;
+		case 'b':
+			opt.total = parse_size(optarg, "byte count");
+			break;
+		case 'P':
+			v = parse_size(optarg, "connection count");
+			opt.conns = v > RSB_MAX_CONNS ? RSB_MAX_CONNS + 1 : v;
+			break;
+		case 'n':
+			opt.count = parse_size(optarg, "connection count");
+			break;
+		case 'V':
+			opt.verify = 1;
+			break;
+		case 'T':
+			opt.timeout = parse_secs(optarg, "timeout");
+			break;
+		case 'A':
+			opt.deadline = parse_secs(optarg, "deadline");
+			break;
+		case 'o':
+			if (!strcmp(optarg, "csv"))
+				opt.csv = 1;
+			else if (!strcmp(optarg, "text"))
+				opt.csv = 0;
+			else {
+				errmsg("unknown output format %s", optarg);
+				usage(2);
+			}
+			break;
+		case 'H':
+			opt.csv_header = 1;
+			break;
+		case 'l':
+			opt.label = optarg;
+			break;
+		case 'v':
+			opt.verbose = 1;
+			break;
+		case 'h':
+			usage(0);
+		default:
+			usage(2);
+		}
+	}
+	if (optind != argc) {
+		errmsg("unexpected argument %s", argv[optind]);
+		usage(2);
+	}
+	if (opt.server == opt.client) {
+		errmsg("need exactly one of -s (server) or -c ADDR (client)");
+		usage(2);
+	}
+	if (opt.server && !opt.addr)
+		opt.addr = "0.0.0.0";
+
+	if (opt.mode == RSB_MODE_BW && !size_set)
+		opt.size = 64 << 10;
+	if (opt.mode == RSB_MODE_CONN && !iters_set)
+		opt.iters = 1000;
+	if (opt.mode == RSB_MODE_BW && !opt.total && opt.seconds <= 0)
+		opt.seconds = 5;
+	if (opt.size < 1 || opt.size > RSB_MAX_SIZE) {
+		errmsg("size must be 1 .. %u bytes", RSB_MAX_SIZE);
+		usage(2);
+	}
+	if (opt.conns < 1 || opt.conns > RSB_MAX_CONNS) {
+		errmsg("-P must be 1 .. %d", RSB_MAX_CONNS);
+		usage(2);
+	}
+	if (opt.conns > 1 && opt.mode != RSB_MODE_BW) {
+		errmsg("-P only applies to -m bw");
+		usage(2);
+	}
+	if (opt.iters < 1 || opt.iters > 100000000) {
+		errmsg("-i must be 1 .. 100000000");
+		usage(2);
+	}
+
+	signal(SIGPIPE, SIG_IGN);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_alarm;
+	sigaction(SIGALRM, &sa, NULL);
+	if (!opt.server && !opt.deadline) {
+		/* automatic: generous, but never hang forever */
+		if (opt.mode == RSB_MODE_BW && !opt.total)
+			opt.deadline = opt.seconds + 2 * opt.timeout + 30;
+		else if (opt.seconds > 0)
+			opt.deadline = opt.seconds + 2 * opt.timeout + 30;
+		else
+			opt.deadline = 600;
+	}
+	if (opt.deadline)
+		alarm(opt.deadline);
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (opt.server)
+		return run_server();
+
+	if (resolve(opt.addr, opt.port, 0, &ss, &len))
+		return 1;
+	if (opt.csv && opt.csv_header)
+		printf("transport,mode,size,conns,metric,value,unit\n");
+	switch (opt.mode) {
+	case RSB_MODE_LAT:
+		ret = run_lat(&ss, len);
+		break;
+	case RSB_MODE_BW:
+		ret = run_bw(&ss, len);
+		break;
+	default:
+		ret = run_conn(&ss, len);
+		break;
+	}
+	return ret;
+}

@@ -106,7 +106,7 @@ TEST_F(data, write_read)
 	ASSERT_EQ(0, memcmp(in, "howdy", 5));
 }
 
-TEST_F(data, writev_readv)
+TEST_F_TIMEOUT(data, writev_readv, 60)
 {
 	uint64_t k = rs_key(0, 0, 3);
 	struct iovec *iov, riov[37];
@@ -195,7 +195,7 @@ TEST_F(data, sendmsg_recvmsg)
 	ASSERT_EQ(0, memcmp(y, "0123456789ABCDEFGHIJKLMNOPQRST", 30));
 }
 
-TEST_F(data, small_writes)
+TEST_F_TIMEOUT(data, small_writes, 120)
 {
 	struct rs_xfer rx = {
 		.fd = self->s, .total = 0, .key = rs_key(0, 0, 4),
@@ -1039,7 +1039,7 @@ TEST_F_TIMEOUT(data, close_delivers, 120)
 	RS_XFER_OK(&rx, "receiver");
 }
 
-TEST_F(data, close_delivers_small)
+TEST_F_TIMEOUT(data, close_delivers_small, 60)
 {
 	uint64_t k = rs_key(0, 0, 21);
 

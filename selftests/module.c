@@ -251,13 +251,16 @@ struct blocked {
 static void *blocked_fn(void *arg)
 {
 	struct blocked *b = arg;
-	static char buf[RS_MIB];
+	char *buf = calloc(1, RS_MIB);
 
-	if (b->send)
-		b->ret = send(b->fd, buf, sizeof(buf), MSG_NOSIGNAL);
+	if (!buf)
+		b->ret = -1;
+	else if (b->send)
+		b->ret = send(b->fd, buf, RS_MIB, MSG_NOSIGNAL);
 	else
-		b->ret = recv(b->fd, buf, sizeof(buf), 0);
-	b->err = errno;
+		b->ret = recv(b->fd, buf, RS_MIB, 0);
+	b->err = buf ? errno : ENOMEM;
+	free(buf);
 	b->when = rs_now();
 	__atomic_store_n(&b->done, true, __ATOMIC_RELEASE);
 	return NULL;

@@ -344,7 +344,7 @@ TEST_F(reset, wakes_poll)
 	EXPECT_EQ(POLLERR, rev & POLLERR) TH_LOG("revents 0x%x", rev);
 }
 
-TEST_F(poll, pollout_after_drain)
+TEST_F_TIMEOUT(poll, pollout_after_drain, 60)
 {
 	struct later l = { };
 	ssize_t total;
@@ -462,7 +462,7 @@ TEST_F(poll, epoll_edge)
 	close(ep);
 }
 
-TEST_F(poll, epoll_edge_pollout)
+TEST_F_TIMEOUT(poll, epoll_edge_pollout, 60)
 {
 	struct epoll_event ev;
 	struct later l = { };

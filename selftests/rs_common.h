@@ -454,24 +454,33 @@ static inline ssize_t rs_recv_all(int fd, void *buf, size_t len, int flags)
 	return done;
 }
 
-/* Wait until at least n bytes are queued for reading (SIOCINQ). */
+/*
+ * Wait until at least n bytes are queued for reading; returns how many are
+ * (at most n when SIOCINQ is missing and MSG_PEEK has to do instead).
+ */
 static inline int rs_wait_inq(int fd, int n, int timeout_ms)
 {
 	double end = rs_now() + timeout_ms / 1000.0;
+	char *buf = NULL;
 	int inq = 0;
+	ssize_t r;
 
 	for (;;) {
-		if (ioctl(fd, SIOCINQ, &inq)) {
-			/* No SIOCINQ: the caller's check will tell. */
-			rs_msleep(timeout_ms < 500 ? timeout_ms : 500);
-			return -1;
+		if (!buf && ioctl(fd, SIOCINQ, &inq)) {
+			buf = malloc(n);
+			if (!buf)
+				return -1;
 		}
-		if (inq >= n)
-			return inq;
-		if (rs_now() > end)
-			return inq;
+		if (buf) {
+			r = recv(fd, buf, n, MSG_PEEK | MSG_DONTWAIT);
+			inq = r > 0 ? r : 0;
+		}
+		if (inq >= n || rs_now() > end)
+			break;
 		rs_msleep(2);
 	}
+	free(buf);
+	return inq;
 }
 
 /* ---- data pattern ---- */

@@ -178,7 +178,7 @@ static void *killer_fn(void *arg)
 	return NULL;
 }
 
-TEST_F(peer_recv, recv_ends)
+TEST_F_TIMEOUT(peer_recv, recv_ends, 60)
 {
 	struct killer k = { .pid = self->pid, .delay_ms = 300 };
 	uint64_t key = rs_key(0, 0, 40), got = 0;
@@ -227,7 +227,7 @@ TEST_F(peer_recv, recv_ends)
 	}
 }
 
-TEST_F(peer_send, send_ends)
+TEST_F_TIMEOUT(peer_send, send_ends, 60)
 {
 	struct killer k = { .pid = self->pid, .delay_ms = 500 };
 	uint64_t key = rs_key(0, 1, 40), sent = 0;

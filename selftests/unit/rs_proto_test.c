@@ -17,7 +17,8 @@
 
 #include "rs_proto.h"
 
-static int failures, checks;
+static int failures;
+static unsigned long long checks;
 
 #define CHECK(cond, ...) do {						\
 	checks++;							\
@@ -264,7 +265,7 @@ static void setup(u32 seed)
 		e->tx = calloc(1, tx);
 		e->rx = calloc(1, rings[d]);
 		e->slots_free = nrecv[d];
-		e->limit = rnd(4) ? rnd(1 << 20) : rnd(64);
+		e->limit = rnd(4) ? rnd(rnd(8) ? 1 << 17 : 1 << 20) : rnd(64);
 		e->f.fin_wanted = !e->limit;
 	}
 }

@@ -169,10 +169,16 @@ void rs_flow_consume(struct rs_flow *f, u32 len)
 	f->rx_cons += len;
 }
 
-/* Enough slots are owed that the peer should hear of them now. */
+/*
+ * Enough slots are owed that the peer should hear of them now. An ACK
+ * itself takes a slot, so a threshold of one would let two idle ends
+ * bounce ACKs forever; from two up, pure ACK traffic dies out.
+ */
 bool rs_flow_ack_due(const struct rs_flow *f)
 {
-	return f->owed >= f->nr_recv / 2;
+	u32 half = f->nr_recv / 2;
+
+	return f->owed >= (half < 2 ? 2 : half);
 }
 
 /* Enough has been read that the peer should learn of the space. */

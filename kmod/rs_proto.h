@@ -30,6 +30,9 @@ typedef uint8_t u8;
 #define RS_IMM_CREDIT_MAX	127U
 #define RS_IMM_DIRECT		(1U << 31)	/* reserved for direct writes */
 
+/* Receive slots a side must post at the least (see rs_flow_ack_due). */
+#define RS_RECV_MIN		4
+
 /* Stream buffers are powers of two between these bounds. */
 #define RS_RING_MIN		(16U << 10)
 #define RS_RING_MAX		(8U << 20)

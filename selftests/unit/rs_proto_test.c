@@ -248,7 +248,7 @@ static void setup(u32 seed)
 	memset(wire, 0, sizeof(wire));
 	for (int d = 0; d < 2; d++) {
 		rings[d] = RS_RING_MIN << rnd(4);
-		nrecv[d] = 2 + rnd(2) * rnd(63);
+		nrecv[d] = RS_RECV_MIN + rnd(2) * rnd(61);
 	}
 	for (int d = 0; d < 2; d++) {
 		struct end *e = &ends[d];
@@ -318,6 +318,9 @@ static int run_model(u32 seed)
 		    ends[1].written == ends[1].limit)
 			break;
 	}
+	if (getenv("RS_UNIT_VERBOSE"))
+		printf("# seed %u: %d rounds\n", seed, rounds);
+	CHECK(rounds < 5000000, "seed %u: no quiescence (livelock)", seed);
 	for (int d = 0; d < 2; d++) {
 		/* drain: everything in flight, then the applications read */
 		for (int i = 0; i < 100000 && !quiet(); i++)

@@ -28,7 +28,8 @@ void rs_abort_locked(struct rs_sock *rs, int err)
 
 	if (rs->dead)
 		return;
-	pr_info("rdmastream: abort %d from %pS\n", err, __builtin_return_address(0));
+	pr_debug("rdmastream: abort %d from %pS\n", err,
+		 __builtin_return_address(0));
 	WRITE_ONCE(sk->sk_err, err);
 	WRITE_ONCE(sk->sk_shutdown, SHUTDOWN_MASK);
 	rs_set_state(sk, TCP_CLOSE);

@@ -139,7 +139,8 @@ void rs_send_done(struct ib_cq *cq, struct ib_wc *wc)
 
 	spin_lock(&rs->lock);
 	if (wc->status != IB_WC_SUCCESS) {
-		pr_info("rdmastream: wc status %d (%s) opcode %d\n", wc->status, ib_wc_status_msg(wc->status), wc->opcode);
+		pr_debug("rdmastream: %s completion %s\n", __func__,
+			 ib_wc_status_msg(wc->status));
 		if (wc->status != IB_WC_WR_FLUSH_ERR)
 			rs_abort_locked(rs, wc->status == IB_WC_RETRY_EXC_ERR ?
 					ETIMEDOUT : ECONNRESET);

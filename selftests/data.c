@@ -11,6 +11,12 @@
 
 #include <sys/syscall.h>
 
+/*
+ * The most a test sends before the peer reads: it must fit in the socket
+ * buffers of any sane configuration. More than that goes through threads.
+ */
+#define SYNC_MAX	16384
+
 FIXTURE(data)
 {
 	int c;		/* client end */
@@ -69,6 +75,27 @@ static void assert_empty(struct __test_metadata *_metadata, int fd)
 	ASSERT_EQ(EAGAIN, errno);
 }
 
+/* Stream n bytes from one end to the other with threads. */
+static void stream(struct __test_metadata *_metadata, int from, int to,
+		   size_t n, uint64_t key, bool shut_wr)
+{
+	struct rs_xfer tx = {
+		.fd = from, .total = n, .key = key, .chunk = 64 * RS_KIB,
+		.shut_wr = shut_wr,
+	};
+	struct rs_xfer rx = tx;
+
+	rx.fd = to;
+	rx.shut_wr = false;
+	rx.expect_eof = shut_wr;
+	ASSERT_EQ(0, rs_xfer_start(&tx, rs_sender));
+	ASSERT_EQ(0, rs_xfer_start(&rx, rs_receiver));
+	rs_xfer_join(&tx);
+	rs_xfer_join(&rx);
+	ASSERT_EQ(0, tx.err) TH_LOG("send: %s", strerror(tx.err));
+	RS_XFER_OK(&rx, "receiver");
+}
+
 /* ---- basic calls ---- */
 
 TEST_F(data, send_recv)
@@ -117,9 +144,9 @@ TEST_F_TIMEOUT(data, writev_readv, 60)
 
 	iov = calloc(cnt + 1, sizeof(*iov));
 	ASSERT_NE(NULL, iov);
-	/* IOV_MAX pieces of 0..96 bytes (some empty) from one buffer. */
+	/* IOV_MAX pieces of 0..30 bytes (some empty) from one buffer. */
 	for (i = 0; i < (size_t)cnt; i++)
-		total += i % 97;
+		total += i % 31;
 	buf = malloc(total);
 	in = malloc(total);
 	ASSERT_NE(NULL, buf);
@@ -127,8 +154,8 @@ TEST_F_TIMEOUT(data, writev_readv, 60)
 	rs_pat_fill(buf, total, k, 0);
 	for (i = 0, off = 0; i < (size_t)cnt; i++) {
 		iov[i].iov_base = buf + off;
-		iov[i].iov_len = i % 97;
-		off += i % 97;
+		iov[i].iov_len = i % 31;
+		off += i % 31;
 	}
 	ASSERT_EQ((ssize_t)total, writev(self->c, iov, cnt))
 		TH_LOG("writev: %s", strerror(errno));
@@ -320,11 +347,14 @@ TEST_F(data, waitall_rcvtimeo)
 	ASSERT_EQ(0, rs_set_timeo(self->s, SO_RCVTIMEO, 300));
 	ASSERT_EQ(100, send(self->c, buf, 100, 0));
 	t0 = rs_now();
-	ASSERT_EQ(100, recv(self->s, buf, sizeof(buf), MSG_WAITALL));
+	rs_interrupt_after(10);
+	ASSERT_EQ(100, recv(self->s, buf, sizeof(buf), MSG_WAITALL))
+		TH_LOG("recv: %s", strerror(errno));
 	EXPECT_GE(rs_now() - t0, 0.25);
 	/* Nothing left: the timeout now gives EAGAIN. */
 	ASSERT_EQ(-1, recv(self->s, buf, sizeof(buf), MSG_WAITALL));
-	ASSERT_EQ(EAGAIN, errno);
+	ASSERT_EQ(EAGAIN, errno) TH_LOG("recv: %s", strerror(errno));
+	rs_interrupt_cancel();
 }
 
 /* ---- non-blocking reads ---- */
@@ -451,8 +481,10 @@ TEST_F(data, rcvtimeo)
 	EXPECT_LE(tv.tv_usec, 310000);
 
 	t0 = rs_now();
+	rs_interrupt_after(10);
 	EXPECT_EQ(-1, recv(self->s, buf, sizeof(buf), 0));
-	EXPECT_EQ(EAGAIN, errno);
+	EXPECT_EQ(EAGAIN, errno) TH_LOG("recv: %s", strerror(errno));
+	rs_interrupt_cancel();
 	dt = rs_now() - t0;
 	EXPECT_GE(dt, 0.25);
 	EXPECT_LT(dt, 3.0);
@@ -474,6 +506,7 @@ TEST_F_TIMEOUT(data, sndtimeo, 120)
 
 	ASSERT_NE(NULL, buf);
 	ASSERT_EQ(0, rs_set_timeo(self->c, SO_SNDTIMEO, 300));
+	rs_interrupt_after(60);
 
 	/*
 	 * The peer does not read: sends must stop being accepted after a
@@ -493,7 +526,7 @@ TEST_F_TIMEOUT(data, sndtimeo, 120)
 	ASSERT_LT(total, limit) TH_LOG("no flow control: %zu bytes queued",
 				       total);
 	if (n < 0) {
-		ASSERT_EQ(EAGAIN, errno);
+		ASSERT_EQ(EAGAIN, errno) TH_LOG("send: %s", strerror(errno));
 	}
 	EXPECT_GE(dt, 0.25);
 	EXPECT_LT(dt, 5.0);
@@ -508,9 +541,10 @@ TEST_F_TIMEOUT(data, sndtimeo, 120)
 		total += n;
 	} else {
 		EXPECT_EQ(-1, n);
-		EXPECT_EQ(EAGAIN, errno);
+		EXPECT_EQ(EAGAIN, errno) TH_LOG("send: %s", strerror(errno));
 		EXPECT_GE(dt, 0.25);
 	}
+	rs_interrupt_cancel();
 	TH_LOG("%zu bytes queued before the send timed out", total);
 
 	/* Everything that was accepted arrives intact. */
@@ -537,8 +571,8 @@ TEST_F(data, bufsizes)
 	EXPECT_GT(rs_getint(self->s, SOL_SOCKET, SO_SNDBUF), 0);
 	EXPECT_GT(rs_getint(self->s, SOL_SOCKET, SO_RCVBUF), 0);
 	/* Data still flows. */
-	send_pat(_metadata, self->c, 200000, rs_key(0, 0, 10), 0);
-	recv_pat(_metadata, self->s, 200000, rs_key(0, 0, 10), 0);
+	send_pat(_metadata, self->c, SYNC_MAX, rs_key(0, 0, 10), 0);
+	recv_pat(_metadata, self->s, SYNC_MAX, rs_key(0, 0, 10), 0);
 }
 
 TEST_F_TIMEOUT(data, small_rcvbuf, 180)
@@ -577,7 +611,7 @@ TEST_F(data, sockopts)
 		EXPECT_EQ(0, rs_sock_error(fds[i]));
 		EXPECT_EQ(SOCK_STREAM, rs_getint(fds[i], SOL_SOCKET, SO_TYPE));
 		EXPECT_EQ(rs.family, rs_getint(fds[i], SOL_SOCKET, SO_DOMAIN));
-		EXPECT_EQ(rs.tcp ? IPPROTO_TCP : 0,
+		EXPECT_EQ(rs.tcp ? rs.protocol : 0,
 			  rs_getint(fds[i], SOL_SOCKET, SO_PROTOCOL));
 		EXPECT_EQ(0, rs_getint(fds[i], SOL_SOCKET, SO_ACCEPTCONN));
 		EXPECT_EQ(0, rs_getint(fds[i], SOL_SOCKET, SO_KEEPALIVE));
@@ -852,8 +886,7 @@ TEST_F(data, info)
 	EXPECT_EQ(ci0.rsi_peer_ring, si0.rsi_rx_ring);
 	EXPECT_EQ(si0.rsi_peer_ring, ci0.rsi_rx_ring);
 
-	send_pat(_metadata, self->c, n, rs_key(0, 0, 17), 0);
-	recv_pat(_metadata, self->s, n, rs_key(0, 0, 17), 0);
+	stream(_metadata, self->c, self->s, n, rs_key(0, 0, 17), false);
 
 	/* The peer's consumption is reported back to the sender. */
 	end = rs_now() + 5;
@@ -947,26 +980,22 @@ TEST_F(data, info_states)
 
 /* ---- shutdown() ---- */
 
-TEST_F(data, shut_wr)
+TEST_F_TIMEOUT(data, shut_wr, 60)
 {
 	uint64_t k1 = rs_key(0, 0, 18), k2 = rs_key(0, 1, 18);
-	const size_t n = 100000;
+	const size_t n = RS_MIB;
 	char b;
 
-	send_pat(_metadata, self->c, n, k1, 0);
-	ASSERT_EQ(0, shutdown(self->c, SHUT_WR));
-	/* Shutting down twice is harmless. */
-	ASSERT_EQ(0, shutdown(self->c, SHUT_WR));
-	/* The peer reads everything, then EOF, again and again. */
-	recv_pat(_metadata, self->s, n, k1, 0);
+	/* The peer reads everything, then EOF... */
+	stream(_metadata, self->c, self->s, n, k1, true);
+	/* ...again and again. */
 	ASSERT_EQ(0, recv(self->s, &b, 1, 0));
 	ASSERT_EQ(0, recv(self->s, &b, 1, MSG_DONTWAIT));
 	ASSERT_EQ(0, read(self->s, &b, 1));
-	/* The other direction still works. */
-	send_pat(_metadata, self->s, n, k2, 0);
-	recv_pat(_metadata, self->c, n, k2, 0);
-	ASSERT_EQ(0, shutdown(self->s, SHUT_WR));
-	ASSERT_EQ(0, recv(self->c, &b, 1, 0));
+	/* Shutting down twice is harmless. */
+	ASSERT_EQ(0, shutdown(self->c, SHUT_WR));
+	/* The other direction still works, up to its own EOF. */
+	stream(_metadata, self->s, self->c, n, k2, true);
 	ASSERT_EQ(-1, send(self->c, "x", 1, MSG_NOSIGNAL));
 	ASSERT_EQ(EPIPE, errno);
 }
@@ -1043,11 +1072,11 @@ TEST_F_TIMEOUT(data, close_delivers_small, 60)
 {
 	uint64_t k = rs_key(0, 0, 21);
 
-	send_pat(_metadata, self->c, 65536, k, 0);
+	send_pat(_metadata, self->c, SYNC_MAX, k, 0);
 	close(self->c);
 	self->c = -1;
 	rs_msleep(1000);
-	recv_pat(_metadata, self->s, 65536, k, 0);
+	recv_pat(_metadata, self->s, SYNC_MAX, k, 0);
 	ASSERT_EQ(0, recv(self->s, &k, 1, 0));
 }
 

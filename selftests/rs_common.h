@@ -8,7 +8,8 @@
  * RS_ADDR or 127.0.0.1, which is how the expectations are validated.
  *
  * Environment:
- *   RS_FAMILY   "tcp" to validate against TCP, anything else: rdmastream
+ *   RS_FAMILY   "tcp" to validate against TCP ("mptcp": against MPTCP),
+ *               anything else: rdmastream
  *   RS_AF       family number of rdmastream.ko if it was loaded with
  *               family=N (default AF_RDMASTREAM)
  *   RS_ADDR     local IPv4 address of the RDMA netdev
@@ -125,10 +126,13 @@ static void __attribute__((constructor)) rs_config_init(void)
 	const char *addr;
 	int fd;
 
-	rs.tcp = !strcmp(fam, "tcp");
+	/* mptcp: a second TCP-compatible implementation to check against */
+	rs.tcp = !strcmp(fam, "tcp") || !strcmp(fam, "mptcp");
 	rs.family = rs.tcp ? AF_INET : (int)rs_env_ulong("RS_AF",
 							 AF_RDMASTREAM);
 	rs.protocol = rs.tcp ? IPPROTO_TCP : 0;
+	if (!strcmp(fam, "mptcp"))
+		rs.protocol = 262;	/* IPPROTO_MPTCP */
 	rs.host = rs_env_ulong("RS_HOST", 1);
 	rs.netdev = rs_env_str("RS_NETDEV", NULL);
 	rs.rdmadev = rs_env_str("RS_RDMADEV", "rxe0");
@@ -188,6 +192,31 @@ static inline void rs_msleep(unsigned int ms)
 static inline void rs_watchdog(unsigned int secs)
 {
 	alarm(secs);
+}
+
+static void rs_on_alarm(int sig)
+{
+	(void)sig;
+}
+
+/*
+ * Make a blocking call of this (single threaded) test fail with EINTR if
+ * it is still blocked after secs, so that an ignored timeout fails the
+ * test cleanly instead of hanging it. rs_interrupt_cancel() undoes it.
+ */
+static inline void rs_interrupt_after(unsigned int secs)
+{
+	struct sigaction sa = { .sa_handler = rs_on_alarm };	/* no restart */
+
+	sigaction(SIGALRM, &sa, NULL);
+	alarm(secs);
+}
+
+static inline void rs_interrupt_cancel(void)
+{
+	alarm(0);
+	signal(SIGALRM, SIG_DFL);
+	rs_watchdog(120);
 }
 
 /* ---- addresses ---- */

@@ -313,6 +313,7 @@ static void *blocked_io_fn(void *arg)
 
 TEST_F(conn, close_unread_resets)
 {
+	ssize_t n;
 	char b;
 
 	/* TCP: closing with unread data resets the connection. */
@@ -323,10 +324,16 @@ TEST_F(conn, close_unread_resets)
 	ASSERT_EQ(POLLERR, rs_poll(self->c, POLLIN, 5000) & POLLERR);
 	EXPECT_EQ(-1, recv(self->c, &b, 1, 0));
 	EXPECT_EQ(ECONNRESET, errno);
-	/* Reported once; then the socket is just closed. */
-	EXPECT_EQ(0, recv(self->c, &b, 1, 0));
+	/* TCP reports it once, then EOF; ECONNRESET/ENOTCONN tolerated. */
+	n = recv(self->c, &b, 1, 0);
+	if (n) {
+		EXPECT_EQ(-1, n);
+		EXPECT_TRUE(errno == ECONNRESET || errno == ENOTCONN)
+			TH_LOG("recv: %s", strerror(errno));
+	}
 	EXPECT_EQ(-1, send(self->c, "x", 1, MSG_NOSIGNAL));
-	EXPECT_EQ(EPIPE, errno);
+	EXPECT_TRUE(errno == EPIPE || errno == ECONNRESET)
+		TH_LOG("send: %s", strerror(errno));
 }
 
 TEST_F(conn, close_unread_wakes_recv)

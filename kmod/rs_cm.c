@@ -206,7 +206,9 @@ static struct rs_sock *rs_child_alloc(struct rs_sock *lrs,
 	sock_hold(sk);			/* the cm id's reference */
 	rs->parent = lrs;
 	sock_hold(lsk);
+	spin_lock_bh(&lrs->lock);
 	lrs->pending++;
+	spin_unlock_bh(&lrs->lock);
 	return rs;
 }
 

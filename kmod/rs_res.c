@@ -10,25 +10,17 @@
 
 #include "rs.h"
 
+/*
+ * QP events may come in any context. A QP that fails fatally flushes its
+ * work requests, and the completion handlers reset the connection, so
+ * only COMM_EST needs handling here.
+ */
 static void rs_qp_event(struct ib_event *ev, void *ctx)
 {
 	struct rs_sock *rs = ctx;
 
-	switch (ev->event) {
-	case IB_EVENT_COMM_EST:
-		/* data arrived before the RTU: let the CM move on */
+	if (ev->event == IB_EVENT_COMM_EST && rs->cm_id)
 		rdma_notify(rs->cm_id, IB_EVENT_COMM_EST);
-		break;
-	case IB_EVENT_QP_FATAL:
-	case IB_EVENT_QP_REQ_ERR:
-	case IB_EVENT_QP_ACCESS_ERR:
-		spin_lock_bh(&rs->lock);
-		rs_abort_locked(rs, ECONNRESET);
-		spin_unlock_bh(&rs->lock);
-		break;
-	default:
-		break;
-	}
 }
 
 static int rs_slots_alloc(struct rs_sock *rs)
@@ -160,6 +152,7 @@ int rs_transport_create(struct rs_sock *rs, struct rdma_cm_id *id)
 	tx_size = rs_ring_size(rs->sndbuf_ring, max_ring);
 	rs->dev = dev;
 	rs->transport = true;
+	rs->regs_pending = 1;		/* until rs_reg_done() */
 	rs->pd = ib_alloc_pd(dev, 0);
 	if (IS_ERR(rs->pd)) {
 		ret = PTR_ERR(rs->pd);
@@ -222,7 +215,6 @@ int rs_post_regs(struct rs_sock *rs)
 	if (rs->dead) {
 		ret = -ECONNABORTED;
 	} else {
-		rs->regs_pending = 1;
 		ret = ib_post_send(rs->qp, &wr[0].wr, &bad);
 		if (!ret)
 			rs->sq_posted += 2;

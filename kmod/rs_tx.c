@@ -141,9 +141,9 @@ void rs_send_done(struct ib_cq *cq, struct ib_wc *wc)
 	if (wc->status != IB_WC_SUCCESS) {
 		pr_debug("rdmastream: %s completion %s\n", __func__,
 			 ib_wc_status_msg(wc->status));
-		if (wc->status != IB_WC_WR_FLUSH_ERR)
-			rs_abort_locked(rs, wc->status == IB_WC_RETRY_EXC_ERR ?
-					ETIMEDOUT : ECONNRESET);
+		/* a flush outside teardown means the QP failed */
+		rs_abort_locked(rs, wc->status == IB_WC_RETRY_EXC_ERR ?
+				ETIMEDOUT : ECONNRESET);
 		spin_unlock(&rs->lock);
 		return;
 	}

@@ -8,6 +8,7 @@
 #include <linux/sched/signal.h>
 #include <linux/sockios.h>
 #include <asm/ioctls.h>
+#include <net/ipv6.h>
 #include <net/tcp_states.h>
 
 #include "rs.h"
@@ -55,6 +56,7 @@ struct sock *rs_sock_alloc(struct net *net, struct socket *sock, int kern,
 	sk->sk_destruct = rs_destruct;
 	sk->sk_state_change = rs_state_change;
 	sk->sk_protocol = 0;
+	sk->sk_type = SOCK_STREAM;
 	rs = rs_sk(sk);
 	spin_lock_init(&rs->lock);
 	INIT_LIST_HEAD(&rs->accept_q);
@@ -63,6 +65,21 @@ struct sock *rs_sock_alloc(struct net *net, struct socket *sock, int kern,
 	INIT_DELAYED_WORK(&rs->orphan_work, rs_orphan_work);
 	rs_set_state(sk, TCP_CLOSE);
 	return sk;
+}
+
+static u16 rs_addr_port(const struct sockaddr *addr)
+{
+	if (addr->sa_family == AF_INET6)
+		return ((struct sockaddr_in6 *)addr)->sin6_port;
+	return ((struct sockaddr_in *)addr)->sin_port;
+}
+
+static void rs_addr_set_port(struct sockaddr *addr, u16 port)
+{
+	if (addr->sa_family == AF_INET6)
+		((struct sockaddr_in6 *)addr)->sin6_port = port;
+	else
+		((struct sockaddr_in *)addr)->sin_port = port;
 }
 
 /* Validate a user sockaddr the way inet does: length, then family. */
@@ -78,6 +95,42 @@ static int rs_check_addr(const struct sockaddr *addr, int alen)
 	default:
 		return -EAFNOSUPPORT;
 	}
+}
+
+static bool rs_any_addr(const struct sockaddr *addr)
+{
+	if (addr->sa_family == AF_INET6)
+		return ipv6_addr_any(&((struct sockaddr_in6 *)addr)->sin6_addr);
+	return ((struct sockaddr_in *)addr)->sin_addr.s_addr == INADDR_ANY;
+}
+
+/*
+ * rdma_cm says EADDRNOTAVAIL both for an address that is not local and for
+ * a port taken by a wildcard bind; TCP says EADDRINUSE for the latter. Tell
+ * them apart by binding the same address with any port on a scratch id.
+ */
+static int rs_bind_errno(struct rs_sock *rs, struct sockaddr *addr, int err)
+{
+	struct sockaddr_storage ss;
+	struct rdma_cm_id *id;
+	int ret;
+
+	if (err == -ENODEV)
+		return -EADDRNOTAVAIL;
+	if (err != -EADDRNOTAVAIL || !rs_addr_port(addr))
+		return err;
+	if (rs_any_addr(addr))
+		return -EADDRINUSE;
+	id = rdma_create_id(sock_net(&rs->sk), rs_cm_handler, rs, RDMA_PS_TCP,
+			    IB_QPT_RC);
+	if (IS_ERR(id))
+		return err;
+	memcpy(&ss, addr, addr->sa_family == AF_INET6 ?
+	       sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
+	rs_addr_set_port((struct sockaddr *)&ss, 0);
+	ret = rdma_bind_addr(id, (struct sockaddr *)&ss);
+	rdma_destroy_id(id);
+	return ret ? err : -EADDRINUSE;
 }
 
 static int rs_bind(struct socket *sock, struct sockaddr *addr, int alen)
@@ -102,8 +155,8 @@ static int rs_bind(struct socket *sock, struct sockaddr *addr, int alen)
 	if (sk->sk_reuse)
 		rdma_set_reuseaddr(rs->cm_id, 1);
 	err = rdma_bind_addr(rs->cm_id, addr);
-	if (err == -ENODEV)
-		err = -EADDRNOTAVAIL;
+	if (err)
+		err = rs_bind_errno(rs, addr, err);
 	if (!err)
 		rs->is_bound = true;
 out:
@@ -220,9 +273,16 @@ static int rs_connect_start(struct rs_sock *rs, struct sockaddr *addr)
 	struct sock *sk = &rs->sk;
 	int err;
 
-	if (rs->transport || (rs->torn && rs->cm_id) || rs->listener)
-		return -EALREADY;
+	if (rs->listener)
+		return -EISCONN;
 	if (rs->torn) {
+		/* an earlier attempt failed: let its teardown finish */
+		release_sock(sk);
+		flush_work(&rs->teardown_work);
+		lock_sock(sk);
+		if (rs->transport || rs->cm_id ||
+		    sk->sk_state != TCP_CLOSE)
+			return -EALREADY;
 		rs_transport_free_rings(rs);
 		spin_lock_bh(&rs->lock);
 		rs->torn = false;

@@ -141,8 +141,12 @@ void rs_send_done(struct ib_cq *cq, struct ib_wc *wc)
 	if (wc->status != IB_WC_SUCCESS) {
 		pr_debug("rdmastream: %s completion %s\n", __func__,
 			 ib_wc_status_msg(wc->status));
-		/* a flush outside teardown means the QP failed */
-		rs_abort_locked(rs, wc->status == IB_WC_RETRY_EXC_ERR ?
+		/*
+		 * A flush outside teardown means the QP failed; during setup
+		 * the CM event that follows reports why.
+		 */
+		if (rs->established)
+			rs_abort_locked(rs, wc->status == IB_WC_RETRY_EXC_ERR ?
 				ETIMEDOUT : ECONNRESET);
 		spin_unlock(&rs->lock);
 		return;

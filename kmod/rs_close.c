@@ -125,15 +125,19 @@ out:
 
 static void rs_close_listener(struct rs_sock *rs);
 
-/* Close a connection: FIN after the data, or abort if data is unread. */
-static void rs_close_conn(struct rs_sock *rs)
+/*
+ * Close a connection: FIN after the data, or abort if data is unread, if
+ * asked to (a listener's unaccepted children), or with SO_LINGER of 0.
+ */
+static void rs_close_conn(struct rs_sock *rs, bool abort)
 {
 	struct sock *sk = &rs->sk;
-	bool linger0 = sock_flag(sk, SOCK_LINGER) && !sk->sk_lingertime;
 
+	if (sock_flag(sk, SOCK_LINGER) && !sk->sk_lingertime)
+		abort = true;
 	spin_lock_bh(&rs->lock);
 	sock_set_flag(sk, SOCK_DEAD);
-	if (rs_flow_rx_avail(&rs->flow) || linger0 || !rs->transport) {
+	if (abort || rs_flow_rx_avail(&rs->flow) || !rs->transport) {
 		rs_abort_locked(rs, ECONNRESET);
 		if (rs->cm_id || rs->transport)
 			rs_schedule_teardown(rs);
@@ -165,7 +169,7 @@ int rs_release(struct socket *sock)
 	if (rs->listener) {
 		rs_close_listener(rs);
 	} else if (rs->transport || rs->torn) {
-		rs_close_conn(rs);
+		rs_close_conn(rs, false);
 	} else {
 		/* never connected: only an id to drop, if any */
 		id = rs->cm_id;
@@ -202,8 +206,8 @@ static void rs_close_listener(struct rs_sock *rs)
 	list_for_each_entry_safe(child, tmp, &children, accept_node) {
 		list_del_init(&child->accept_node);
 		sk_acceptq_removed(sk);
-		lock_sock(&child->sk);
-		rs_close_conn(child);
+		lock_sock_nested(&child->sk, SINGLE_DEPTH_NESTING);
+		rs_close_conn(child, true);
 		rs_set_state(&child->sk, TCP_CLOSE);
 		release_sock(&child->sk);
 		sock_put(&child->sk);

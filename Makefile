@@ -54,7 +54,8 @@ demo: deps
 
 checkpatch: ksrc
 	$(KSRC)/scripts/checkpatch.pl --no-tree --terse -f \
-		kmod/*.c kmod/*.h uapi/linux/*.h
+		$(filter-out %.mod.c,$(wildcard kmod/*.c)) kmod/*.h \
+		uapi/linux/*.h selftests/unit/*.c
 
 clean:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) clean || true

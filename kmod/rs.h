@@ -168,14 +168,15 @@ static inline struct rs_sock *rs_sk(const struct sock *sk)
 	return (struct rs_sock *)sk;
 }
 
-/* TCP_* state, published for lockless readers (poll). */
+/* TCP_* state, published for lockless readers such as poll. */
 static inline void rs_set_state(struct sock *sk, int state)
 {
+	/* pairs with the acquire in inet_sk_state_load() */
 	smp_store_release(&sk->sk_state, state);
 }
 
 extern struct proto rs_proto;
-extern struct proto_ops rs_proto_ops;
+extern const struct proto_ops rs_proto_ops;
 extern struct workqueue_struct *rs_wq;
 extern int rs_family;
 

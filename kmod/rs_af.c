@@ -468,8 +468,9 @@ static int rs_ioctl(struct socket *sock, unsigned int cmd, unsigned long arg)
 	return put_user(answ, (int __user *)arg);
 }
 
-struct proto_ops rs_proto_ops = {
-	.family		= AF_RDMASTREAM,	/* rs_family at load time */
+/* .family is informational: the family= parameter only changes the table */
+const struct proto_ops rs_proto_ops = {
+	.family		= AF_RDMASTREAM,
 	.owner		= THIS_MODULE,
 	.release	= rs_release,
 	.bind		= rs_bind,

@@ -95,15 +95,15 @@ void rs_conn_fail(struct rs_sock *rs, int err)
 	rs_child_unlink(rs);
 }
 
+/* The errno connect() reports for a failed resolution (negative). */
 static int rs_addr_errno(int status)
 {
 	switch (status) {
 	case -ETIMEDOUT:
-		return ETIMEDOUT;
 	case -ENETUNREACH:
-		return ENETUNREACH;
+		return status;
 	default:
-		return EHOSTUNREACH;
+		return -EHOSTUNREACH;
 	}
 }
 
@@ -309,7 +309,7 @@ static void rs_cm_event(struct rs_sock *rs, struct rdma_cm_id *id,
 	case RDMA_CM_EVENT_ADDR_RESOLVED:
 		ret = rdma_resolve_route(id, RS_RESOLVE_MS);
 		if (ret)
-			rs_conn_fail(rs, rs_addr_errno(ret));
+			rs_conn_fail(rs, -rs_addr_errno(ret));
 		break;
 	case RDMA_CM_EVENT_ROUTE_RESOLVED:
 		rs_route_resolved(rs, id);
@@ -319,7 +319,7 @@ static void rs_cm_event(struct rs_sock *rs, struct rdma_cm_id *id,
 		break;
 	case RDMA_CM_EVENT_ADDR_ERROR:
 	case RDMA_CM_EVENT_ROUTE_ERROR:
-		rs_conn_fail(rs, rs_addr_errno(ev->status));
+		rs_conn_fail(rs, -rs_addr_errno(ev->status));
 		break;
 	case RDMA_CM_EVENT_UNREACHABLE:
 		rs_conn_fail(rs, ev->status == -ETIMEDOUT ? ETIMEDOUT :

@@ -50,7 +50,6 @@ static int __init rs_init(void)
 		return -EINVAL;
 	}
 	rs_family_ops.family = rs_family;
-	rs_proto_ops.family = rs_family;
 	rs_wq = alloc_workqueue("rdmastream", 0, 0);
 	if (!rs_wq)
 		return -ENOMEM;

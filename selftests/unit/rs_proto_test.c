@@ -11,25 +11,39 @@
  * stream written and read in random sizes; every byte is checked, and the
  * run must end with every byte and the FIN delivered (no deadlock).
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "rs_proto.h"
 
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
 static int failures;
 static unsigned long long checks;
 
-#define CHECK(cond, ...) do {						\
-	checks++;							\
-	if (!(cond)) {							\
-		failures++;						\
-		printf("# FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-		printf(__VA_ARGS__);					\
-		printf("\n");						\
-		return -1;						\
-	}								\
-} while (0)
+/* True when cond holds; otherwise says where and why, and counts it. */
+#define CHECK(cond, ...) check(!!(cond), __LINE__, #cond, __VA_ARGS__)
+
+#define __printf(a, b) __attribute__((format(printf, a, b)))
+
+static bool __printf(4, 5)
+check(bool ok, int line, const char *what, const char *fmt, ...)
+{
+	va_list ap;
+
+	checks++;
+	if (ok)
+		return true;
+	failures++;
+	printf("# FAIL line %d: %s: ", line, what);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	return false;
+}
 
 static u64 rng_state;
 
@@ -84,7 +98,8 @@ static bool q_empty(struct queue *q)
 
 static int q_push(struct queue *q, struct msg *m)
 {
-	CHECK(q->tail - q->head < QMAX, "queue overflow");
+	if (!CHECK(q->tail - q->head < QMAX, "queue overflow"))
+		return -1;
 	q->m[q->tail++ % QMAX] = *m;
 	return 0;
 }
@@ -109,7 +124,8 @@ static int push(int d)
 	for (;;) {
 		enum rs_tx_action act = rs_flow_next(f, &c);
 
-		CHECK(++guard < 100000, "push loops");
+		if (!CHECK(++guard < 100000, "runaway loop"))
+			return -1;
 		memset(&m, 0, sizeof(m));
 		switch (act) {
 		case RS_TX_DATA:
@@ -150,7 +166,8 @@ static int arrive(int d)
 	struct end *r = &ends[!d];
 	struct msg m = q_pop(&wire[d]);
 
-	CHECK(r->slots_free > 0, "message arrived with no receive slot (RNR)");
+	if (!CHECK(r->slots_free > 0, "message arrived with no receive slot (RNR)"))
+		return -1;
 	r->slots_free--;
 	if (m.type == M_DATA) {
 		for (u32 i = 0; i < m.len; i++)
@@ -171,14 +188,18 @@ static int process(int d)
 	struct msg m = q_pop(&e->unprocessed);
 	struct rs_flow *f = &e->f;
 
-	CHECK(rs_flow_on_credits(f, m.credits), "credits beyond slots");
+	if (!CHECK(rs_flow_on_credits(f, m.credits), "credits beyond slots"))
+		return -1;
 	if (m.type == M_DATA) {
-		CHECK(rs_flow_on_data(f, m.len), "ring overrun");
+		if (!CHECK(rs_flow_on_data(f, m.len), "ring overrun"))
+			return -1;
 	} else {
-		CHECK(rs_flow_on_window(f, m.cons), "bad window %llu",
-		      (unsigned long long)m.cons);
+		if (!CHECK(rs_flow_on_window(f, m.cons), "bad window %llu",
+		      (unsigned long long)m.cons))
+			return -1;
 		if (m.type == M_FIN) {
-			CHECK(m.total == f->rx_prod, "FIN before data");
+			if (!CHECK(m.total == f->rx_prod, "FIN before data"))
+				return -1;
 			e->fin_rcvd = true;
 		}
 	}
@@ -231,9 +252,10 @@ static int app_read(int d)
 	for (u32 i = 0; i < n; i++) {
 		u8 b = e->rx[(f->rx_cons + i) & (f->rx_size - 1)];
 
-		CHECK(b == stream_byte(!d, e->read + i),
+		if (!CHECK(b == stream_byte(!d, e->read + i),
 		      "byte %llu of stream %d corrupt",
-		      (unsigned long long)(e->read + i), !d);
+		      (unsigned long long)(e->read + i), !d))
+			return -1;
 	}
 	e->read += n;
 	rs_flow_consume(f, n);
@@ -320,30 +342,39 @@ static int run_model(u32 seed)
 	}
 	if (getenv("RS_UNIT_VERBOSE"))
 		printf("# seed %u: %d rounds\n", seed, rounds);
-	CHECK(rounds < 5000000, "seed %u: no quiescence (livelock)", seed);
+	if (!CHECK(rounds < 5000000, "seed %u: no quiescence (livelock)", seed))
+		return -1;
 	for (int d = 0; d < 2; d++) {
 		/* drain: everything in flight, then the applications read */
 		for (int i = 0; i < 100000 && !quiet(); i++)
 			if (step())
 				return -1;
-		CHECK(ends[d].written == ends[d].limit, "seed %u: writer %d stuck",
-		      seed, d);
-		CHECK(ends[!d].read == ends[d].limit,
+		if (!CHECK(ends[d].written == ends[d].limit, "seed %u: writer %d stuck",
+		      seed, d))
+			return -1;
+		if (!CHECK(ends[!d].read == ends[d].limit,
 		      "seed %u: stream %d stuck at %llu of %llu", seed, d,
 		      (unsigned long long)ends[!d].read,
-		      (unsigned long long)ends[d].limit);
-		CHECK(ends[!d].fin_rcvd, "seed %u: no FIN on stream %d", seed, d);
+		      (unsigned long long)ends[d].limit))
+			return -1;
+		if (!CHECK(ends[!d].fin_rcvd, "seed %u: no FIN on stream %d", seed, d))
+			return -1;
 	}
 	return 0;
 }
 
 static int test_ring_size(void)
 {
-	CHECK(rs_ring_size(0, 1 << 30) == RS_RING_MIN, "min");
-	CHECK(rs_ring_size(212992, 1 << 30) == 256 << 10, "round up");
-	CHECK(rs_ring_size(1 << 30, 2 << 20) == 2 << 20, "device limit");
-	CHECK(rs_ring_size(1 << 30, 1 << 30) == RS_RING_MAX, "max");
-	CHECK(rs_ring_size(100 << 10, 3 << 20) == 128 << 10, "pow2");
+	if (!CHECK(rs_ring_size(0, 1 << 30) == RS_RING_MIN, "min"))
+		return -1;
+	if (!CHECK(rs_ring_size(212992, 1 << 30) == 256 << 10, "round up"))
+		return -1;
+	if (!CHECK(rs_ring_size(1 << 30, 2 << 20) == 2 << 20, "device limit"))
+		return -1;
+	if (!CHECK(rs_ring_size(1 << 30, 1 << 30) == RS_RING_MAX, "max"))
+		return -1;
+	if (!CHECK(rs_ring_size(100 << 10, 3 << 20) == 128 << 10, "pow2"))
+		return -1;
 	return 0;
 }
 
@@ -353,11 +384,14 @@ static int test_imm(void)
 
 	rs_imm_decode(rs_imm_encode(RS_IMM_LEN_MASK, RS_IMM_CREDIT_MAX),
 		      &len, &cr);
-	CHECK(len == RS_IMM_LEN_MASK && cr == RS_IMM_CREDIT_MAX, "max");
+	if (!CHECK(len == RS_IMM_LEN_MASK && cr == RS_IMM_CREDIT_MAX, "max"))
+		return -1;
 	rs_imm_decode(rs_imm_encode(1, 0), &len, &cr);
-	CHECK(len == 1 && cr == 0, "small");
-	CHECK(!(rs_imm_encode(RS_IMM_LEN_MASK, RS_IMM_CREDIT_MAX) &
-		RS_IMM_DIRECT), "direct bit stays clear");
+	if (!CHECK(len == 1 && cr == 0, "small"))
+		return -1;
+	if (!CHECK(!(rs_imm_encode(RS_IMM_LEN_MASK, RS_IMM_CREDIT_MAX) &
+		RS_IMM_DIRECT), "direct bit stays clear"))
+		return -1;
 	return 0;
 }
 
@@ -367,12 +401,17 @@ static int test_credits(void)
 
 	rs_flow_init(&f, 1 << 16, 1 << 16, 8, 1 << 14);
 	rs_flow_set_peer(&f, 1 << 16, 8);
-	CHECK(f.credits == 8, "initial credits");
+	if (!CHECK(f.credits == 8, "initial credits"))
+		return -1;
 	f.credits = 1;
-	CHECK(!rs_flow_may_send(&f, 0), "last slot held back");
-	CHECK(rs_flow_may_send(&f, 1), "last slot returns credits");
-	CHECK(!rs_flow_on_credits(&f, 8), "more than the peer has");
-	CHECK(rs_flow_on_credits(&f, 7) && f.credits == 8, "return");
+	if (!CHECK(!rs_flow_may_send(&f, 0), "last slot held back"))
+		return -1;
+	if (!CHECK(rs_flow_may_send(&f, 1), "last slot returns credits"))
+		return -1;
+	if (!CHECK(!rs_flow_on_credits(&f, 8), "more than the peer has"))
+		return -1;
+	if (!CHECK(rs_flow_on_credits(&f, 7) && f.credits == 8, "return"))
+		return -1;
 	return 0;
 }
 
@@ -385,24 +424,33 @@ static int test_window(void)
 	rs_flow_set_peer(&f, 1 << 14, 8);
 	f.ready = true;
 	f.tx_head = 1 << 16;
-	CHECK(rs_flow_next(&f, &c) == RS_TX_DATA && c.len == 1 << 14,
-	      "whole peer buffer");
+	if (!CHECK(rs_flow_next(&f, &c) == RS_TX_DATA && c.len == 1 << 14,
+	      "whole peer buffer"))
+		return -1;
 	rs_flow_chunk_sent(&f, &c);
-	CHECK(rs_flow_next(&f, &c) == RS_TX_STALL_WINDOW, "full");
-	CHECK(!rs_flow_on_window(&f, f.tx_sent + 1), "beyond sent");
-	CHECK(rs_flow_on_window(&f, 100), "small advance");
-	CHECK(rs_flow_next(&f, &c) == RS_TX_STALL_WINDOW, "no dribbling");
-	CHECK(rs_flow_on_window(&f, 4096), "advance");
-	CHECK(rs_flow_next(&f, &c) == RS_TX_DATA && c.len == 4096 &&
-	      c.remote_off == 0, "wraps to the start");
-	CHECK(!rs_flow_on_data(&f, f.rx_size + 1), "overrun refused");
-	CHECK(!rs_flow_on_data(&f, 0), "empty write refused");
+	if (!CHECK(rs_flow_next(&f, &c) == RS_TX_STALL_WINDOW, "full"))
+		return -1;
+	if (!CHECK(!rs_flow_on_window(&f, f.tx_sent + 1), "beyond sent"))
+		return -1;
+	if (!CHECK(rs_flow_on_window(&f, 100), "small advance"))
+		return -1;
+	if (!CHECK(rs_flow_next(&f, &c) == RS_TX_STALL_WINDOW, "no dribbling"))
+		return -1;
+	if (!CHECK(rs_flow_on_window(&f, 4096), "advance"))
+		return -1;
+	if (!CHECK(rs_flow_next(&f, &c) == RS_TX_DATA && c.len == 4096 &&
+	      c.remote_off == 0, "wraps to the start"))
+		return -1;
+	if (!CHECK(!rs_flow_on_data(&f, f.rx_size + 1), "overrun refused"))
+		return -1;
+	if (!CHECK(!rs_flow_on_data(&f, 0), "empty write refused"))
+		return -1;
 	return 0;
 }
 
 int main(int argc, char **argv)
 {
-	u32 cases = argc > 1 ? strtoul(argv[1], NULL, 0) : 3000;
+	u32 cases = 3000;
 	int n = 0, failed = 0;
 	struct {
 		const char *name;
@@ -414,11 +462,13 @@ int main(int argc, char **argv)
 		{ "window", test_window },
 	};
 
-	printf("TAP version 13\n1..%zu\n", sizeof(tests) / sizeof(tests[0]) + 1);
-	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
+	if (argc > 1)
+		cases = strtoul(argv[1], NULL, 0);
+	printf("TAP version 13\n1..%zu\n", ARRAY_SIZE(tests) + 1);
+	for (size_t i = 0; i < ARRAY_SIZE(tests); i++) {
 		int r = tests[i].fn();
 
-		printf("%sok %d %s\n", r ? "not " : "", ++n, tests[i].name);
+		printf("%s %d %s\n", r ? "not ok" : "ok", ++n, tests[i].name);
 		failed += !!r;
 	}
 	{
@@ -426,7 +476,7 @@ int main(int argc, char **argv)
 
 		for (u32 s = 1; s <= cases && !bad; s++)
 			bad = run_model(s);
-		printf("%sok %d random_model (%u cases)\n", bad ? "not " : "",
+		printf("%s %d random_model (%u cases)\n", bad ? "not ok" : "ok",
 		       ++n, cases);
 		failed += !!bad;
 	}

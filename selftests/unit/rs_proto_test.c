@@ -26,10 +26,7 @@ static unsigned long long checks;
 /* True when cond holds; otherwise says where and why, and counts it. */
 #define CHECK(cond, ...) check(!!(cond), __LINE__, #cond, __VA_ARGS__)
 
-#define __printf(a, b) __attribute__((format(printf, a, b)))
-
-static bool __printf(4, 5)
-check(bool ok, int line, const char *what, const char *fmt, ...)
+static bool check(bool ok, int line, const char *what, const char *fmt, ...)
 {
 	va_list ap;
 

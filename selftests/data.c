@@ -849,6 +849,10 @@ TEST_F_TIMEOUT(data, siocoutq, 60)
 	rs_xfer_join(&rx);
 	RS_XFER_OK(&rx, "drain");
 	EXPECT_EQ(0, wait_outq_zero(self->c, 5000));
+
+	/* Also after an odd amount, not a multiple of any buffer size. */
+	stream(_metadata, self->c, self->s, 300001, rs_key(0, 1, 16), false);
+	EXPECT_EQ(0, wait_outq_zero(self->c, 5000));
 }
 
 /* ---- RDMASTREAM_INFO ---- */
@@ -888,7 +892,10 @@ TEST_F(data, info)
 
 	stream(_metadata, self->c, self->s, n, rs_key(0, 0, 17), false);
 
-	/* The peer's consumption is reported back to the sender. */
+	/*
+	 * The peer's consumption is reported back to the sender, maybe
+	 * lazily: it may lag, but never by more than the buffers hold.
+	 */
 	end = rs_now() + 5;
 	do {
 		ASSERT_EQ(sizeof(ci), get_info(self->c, &ci));
@@ -898,7 +905,14 @@ TEST_F(data, info)
 	} while (rs_now() < end);
 	ASSERT_EQ(sizeof(si), get_info(self->s, &si));
 	EXPECT_EQ(n, ci.rsi_bytes_sent - ci0.rsi_bytes_sent);
-	EXPECT_EQ(n, ci.rsi_bytes_acked - ci0.rsi_bytes_acked);
+	EXPECT_GT(ci.rsi_bytes_acked, ci0.rsi_bytes_acked);
+	EXPECT_LE(ci.rsi_bytes_acked - ci0.rsi_bytes_acked, n);
+	EXPECT_LE(ci.rsi_bytes_sent - ci.rsi_bytes_acked,
+		  (uint64_t)ci.rsi_peer_ring + ci.rsi_tx_ring);
+	if (ci.rsi_bytes_acked - ci0.rsi_bytes_acked < n)
+		rs_info("info: bytes_acked lags %llu bytes behind after 5 s",
+			(unsigned long long)(n - (ci.rsi_bytes_acked -
+						  ci0.rsi_bytes_acked)));
 	EXPECT_EQ(n, si.rsi_bytes_received - si0.rsi_bytes_received);
 	EXPECT_EQ(n, si.rsi_bytes_read - si0.rsi_bytes_read);
 	EXPECT_GT(ci.rsi_writes, ci0.rsi_writes);

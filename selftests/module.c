@@ -171,7 +171,19 @@ static void leak_one(struct __test_metadata *_metadata, int c, int s,
 	}
 }
 
-TEST(res_leak)
+FIXTURE(res)
+{
+};
+
+FIXTURE_SETUP(res)
+{
+}
+
+FIXTURE_TEARDOWN(res)
+{
+}
+
+TEST_F_TIMEOUT(res, leak, 600)
 {
 	unsigned int total = rs_env_ulong("RS_LEAK_CONNS", 100);
 	unsigned int settle = rs_env_ulong("RS_LEAK_SETTLE", 30);

@@ -442,7 +442,19 @@ TEST_F(conn, close_wakes_peer)
 	EXPECT_LT(r.when - t0, fault_sec());
 }
 
-TEST(listener_close_resets_pending)
+FIXTURE(listener)
+{
+};
+
+FIXTURE_SETUP(listener)
+{
+}
+
+FIXTURE_TEARDOWN(listener)
+{
+}
+
+TEST_F_TIMEOUT(listener, close_resets_pending, 60)
 {
 	struct sockaddr_in sin;
 	int lfd, c[2], i, rev;
@@ -463,7 +475,7 @@ TEST(listener_close_resets_pending)
 	}
 }
 
-TEST(close_listener_then_connect)
+TEST_F(listener, closed_then_connect)
 {
 	struct sockaddr_in sin;
 	int lfd, fd;

@@ -32,6 +32,7 @@
 #define RS_MAX_INLINE		256
 #define RS_RESOLVE_MS		2000
 #define RS_ORPHAN_TIMEOUT	(60 * HZ)
+#define RS_PROBE_INTERVAL	HZ	/* while a sender is stalled */
 
 /* Control message types (wire format: docs/wire-format.md). */
 enum rs_ctl_type {
@@ -103,6 +104,7 @@ struct rs_stats {
 	u64 window_stalls;
 	u64 credit_stalls;
 	u64 completions;
+	u64 probes;
 };
 
 struct rs_sock {
@@ -157,6 +159,7 @@ struct rs_sock {
 	struct rs_sock *parent;		/* child: listener until accepted */
 	unsigned int pending;		/* listener: children not established */
 
+	struct timer_list probe_timer;	/* persist and keepalive probes */
 	struct work_struct teardown_work;
 	struct delayed_work orphan_work;
 	u32 rcvbuf_ring;		/* ring sizes fixed at connect time */
@@ -179,6 +182,13 @@ extern struct proto rs_proto;
 extern const struct proto_ops rs_proto_ops;
 extern struct workqueue_struct *rs_wq;
 extern int rs_family;
+extern unsigned int rs_keepalive_secs;
+
+/* Data may flow: established, or the peer has closed its side only. */
+static inline bool rs_state_open(int state)
+{
+	return state == TCP_ESTABLISHED || state == TCP_CLOSE_WAIT;
+}
 
 /* rs_af.c */
 struct sock *rs_sock_alloc(struct net *net, struct socket *sock, int kern,
@@ -214,6 +224,9 @@ int rs_sendmsg(struct socket *sock, struct msghdr *msg, size_t len);
 void rs_push_locked(struct rs_sock *rs);
 void rs_send_done(struct ib_cq *cq, struct ib_wc *wc);
 u32 rs_tx_space(struct rs_sock *rs);
+void rs_probe_timer(struct timer_list *t);
+void rs_probe_arm_locked(struct rs_sock *rs, unsigned long delay);
+void rs_keepalive(struct sock *sk, int on);
 u32 rs_sq_free(const struct rs_sock *rs);
 int rs_wait_connect(struct rs_sock *rs, long *timeo);
 int rs_post_slot(struct rs_sock *rs, struct ib_send_wr *wr, bool signal,

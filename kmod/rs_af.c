@@ -62,6 +62,7 @@ struct sock *rs_sock_alloc(struct net *net, struct socket *sock, int kern,
 	INIT_LIST_HEAD(&rs->accept_q);
 	INIT_LIST_HEAD(&rs->accept_node);
 	INIT_WORK(&rs->teardown_work, rs_teardown_work);
+	timer_setup(&rs->probe_timer, rs_probe_timer, 0);
 	INIT_DELAYED_WORK(&rs->orphan_work, rs_orphan_work);
 	rs_set_state(sk, TCP_CLOSE);
 	return sk;
@@ -356,7 +357,7 @@ static int rs_connect(struct socket *sock, struct sockaddr *addr, int alen,
 			goto out;
 		}
 	}
-	if (sk->sk_state != TCP_ESTABLISHED) {
+	if (!rs_state_open(sk->sk_state)) {
 		err = sock_error(sk) ? : -ECONNABORTED;
 		sock->state = SS_UNCONNECTED;
 		goto out;
@@ -457,8 +458,9 @@ static int rs_ioctl(struct socket *sock, unsigned int cmd, unsigned long arg)
 		if (sk->sk_state == TCP_LISTEN)
 			return -EINVAL;
 		spin_lock_bh(&rs->lock);
+		/* unacknowledged: not yet placed in the peer's buffer */
 		answ = rs->flow.tx_head - (cmd == SIOCOUTQ ?
-					   rs->flow.peer_cons :
+					   rs->flow.tx_done :
 					   rs->flow.tx_sent);
 		spin_unlock_bh(&rs->lock);
 		break;

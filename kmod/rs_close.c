@@ -61,6 +61,13 @@ static void rs_teardown_state(struct rs_sock *rs)
 	struct sock *sk = &rs->sk;
 
 	spin_lock_bh(&rs->lock);
+	if (rs->fin_rcvd && !sk->sk_err && !sock_flag(sk, SOCK_DEAD) &&
+	    sk->sk_state == TCP_CLOSE_WAIT) {
+		/* a clean close by the peer: CLOSE_WAIT until we close too */
+		spin_unlock_bh(&rs->lock);
+		sk->sk_state_change(sk);
+		return;
+	}
 	if (!rs->fin_rcvd && !sk->sk_err && !sock_flag(sk, SOCK_DEAD) &&
 	    sk->sk_state != TCP_CLOSE)
 		WRITE_ONCE(sk->sk_err, ECONNRESET);

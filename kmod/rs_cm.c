@@ -177,6 +177,8 @@ static void rs_established(struct rs_sock *rs, struct rdma_cm_id *id,
 		rs_conn_fail(rs, ECONNRESET);
 		return;
 	}
+	if (sock_flag(sk, SOCK_KEEPOPEN))
+		rs_keepalive(sk, 1);
 	if (rs->parent)
 		rs_child_established(rs);
 	sk->sk_state_change(sk);

@@ -94,6 +94,8 @@ static bool rs_ctrl_fin(struct rs_sock *rs, const struct rs_ctl *m)
 		return false;
 	rs->fin_rcvd = true;
 	WRITE_ONCE(sk->sk_shutdown, sk->sk_shutdown | RCV_SHUTDOWN);
+	if (sk->sk_state == TCP_ESTABLISHED)
+		rs_set_state(sk, TCP_CLOSE_WAIT);
 	return true;
 }
 

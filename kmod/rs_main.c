@@ -13,12 +13,18 @@ module_param_named(family, rs_family, int, 0444);
 MODULE_PARM_DESC(family, "socket family number (default "
 		 __stringify(AF_RDMASTREAM) ", must be below AF_MAX)");
 
+unsigned int rs_keepalive_secs = 15;
+module_param_named(keepalive_secs, rs_keepalive_secs, uint, 0644);
+MODULE_PARM_DESC(keepalive_secs,
+		 "probe interval of SO_KEEPALIVE connections (default 15)");
+
 struct workqueue_struct *rs_wq;
 
 struct proto rs_proto = {
 	.name		= "RDMASTREAM",
 	.owner		= THIS_MODULE,
 	.obj_size	= sizeof(struct rs_sock),
+	.keepalive	= rs_keepalive,
 };
 
 static int rs_create(struct net *net, struct socket *sock, int protocol,
@@ -44,6 +50,8 @@ static int __init rs_init(void)
 {
 	int ret;
 
+	if (!rs_keepalive_secs)
+		rs_keepalive_secs = 1;
 	if (rs_family <= 0 || rs_family >= NPROTO) {
 		pr_err("rdmastream: family %d out of range 1..%d\n",
 		       rs_family, NPROTO - 1);

@@ -235,6 +235,7 @@ void rs_transport_destroy(struct rs_sock *rs, struct rdma_cm_id *id)
 
 	if (!rs->transport)
 		return;
+	del_timer_sync(&rs->probe_timer);	/* rs->dead stops re-arming */
 	if (rs->qp) {
 		ib_drain_qp(rs->qp);
 		rdma_destroy_qp(id);

@@ -59,6 +59,7 @@ static void rs_info_fill(struct rs_sock *rs, struct rdmastream_info *info)
 	info->rsi_window_stalls = rs->stats.window_stalls;
 	info->rsi_credit_stalls = rs->stats.credit_stalls;
 	info->rsi_completions = rs->stats.completions;
+	info->rsi_probes = rs->stats.probes;
 	spin_unlock_bh(&rs->lock);
 }
 

@@ -51,6 +51,8 @@ static int rs_post_chunk(struct rs_sock *rs, const struct rs_chunk *c)
 	struct ib_rdma_wr wr = {};
 	u32 first = min(c->len, tx->size - c->local_off);
 	bool inl = c->len <= rs->max_inline;
+	/* the last write of a batch is signalled so tx_done catches up */
+	bool last = c->len == rs_flow_tx_unsent(&rs->flow);
 	int i, n = c->len > first ? 2 : 1;
 	u32 credits;
 
@@ -76,7 +78,7 @@ static int rs_post_chunk(struct rs_sock *rs, const struct rs_chunk *c)
 	wr.rkey = rs->peer_rkey;
 
 	rs_flow_chunk_sent(&rs->flow, c);
-	if (rs_post_slot(rs, &wr.wr, !inl, false)) {
+	if (rs_post_slot(rs, &wr.wr, !inl || last, false)) {
 		/* the QP is broken; the CM or a completion will report it */
 		rs->flow.owed += credits;
 		rs_abort_locked(rs, ECONNRESET);
@@ -111,14 +113,72 @@ void rs_push_locked(struct rs_sock *rs)
 			continue;
 		case RS_TX_STALL_CREDIT:
 			rs->stats.credit_stalls++;
+			rs_probe_arm_locked(rs, RS_PROBE_INTERVAL);
 			return;
 		case RS_TX_STALL_WINDOW:
 			rs->stats.window_stalls++;
+			rs_probe_arm_locked(rs, RS_PROBE_INTERVAL);
 			return;
 		default:
 			return;
 		}
 	}
+}
+
+/*
+ * A zero-length RDMA WRITE: it needs no receive slot and touches no
+ * memory, but the peer's HCA must acknowledge it, so a dead peer shows up
+ * as a retry-exceeded completion even when no data can move (closed
+ * window, no credits) or none is queued (keepalive).
+ */
+static void rs_post_probe_locked(struct rs_sock *rs)
+{
+	struct ib_rdma_wr wr = {};
+
+	if (!rs->peer_ready || !rs_sq_free(rs))
+		return;
+	wr.wr.opcode = IB_WR_RDMA_WRITE;
+	wr.remote_addr = rs->peer_addr;
+	wr.rkey = rs->peer_rkey;
+	if (rs_post_slot(rs, &wr.wr, false, false))
+		rs_abort_locked(rs, ECONNRESET);
+	else
+		rs->stats.probes++;
+}
+
+void rs_probe_arm_locked(struct rs_sock *rs, unsigned long delay)
+{
+	if (!rs->dead && !timer_pending(&rs->probe_timer))
+		mod_timer(&rs->probe_timer, jiffies + delay);
+}
+
+void rs_probe_timer(struct timer_list *t)
+{
+	struct rs_sock *rs = from_timer(rs, t, probe_timer);
+	bool stalled, keep = sock_flag(&rs->sk, SOCK_KEEPOPEN);
+
+	spin_lock(&rs->lock);
+	if (!rs->dead && rs->transport) {
+		stalled = rs_flow_tx_unsent(&rs->flow) > 0;
+		if (stalled || keep)
+			rs_post_probe_locked(rs);
+		if (stalled)
+			rs_probe_arm_locked(rs, RS_PROBE_INTERVAL);
+		else if (keep)
+			rs_probe_arm_locked(rs, rs_keepalive_secs * HZ);
+	}
+	spin_unlock(&rs->lock);
+}
+
+/* SO_KEEPALIVE: probe an idle connection every keepalive_secs. */
+void rs_keepalive(struct sock *sk, int on)
+{
+	struct rs_sock *rs = rs_sk(sk);
+
+	spin_lock_bh(&rs->lock);
+	if (on && rs->transport)
+		rs_probe_arm_locked(rs, rs_keepalive_secs * HZ);
+	spin_unlock_bh(&rs->lock);
 }
 
 u32 rs_tx_space(struct rs_sock *rs)
@@ -178,7 +238,7 @@ static int rs_send_error(struct rs_sock *rs, bool consume)
 		return consume ? sock_error(sk) : -EPIPE;
 	if (sk->sk_shutdown & SEND_SHUTDOWN)
 		return -EPIPE;
-	if (sk->sk_state != TCP_ESTABLISHED)
+	if (!rs_state_open(sk->sk_state))
 		return -EPIPE;
 	if (rs->dead)
 		return -EPIPE;

@@ -56,6 +56,7 @@ struct rdmastream_info {
 	__u64	rsi_window_stalls;	/* pushes stopped by a full peer buffer */
 	__u64	rsi_credit_stalls;	/* pushes stopped by lack of credits */
 	__u64	rsi_completions;	/* send completions processed */
+	__u64	rsi_probes;		/* zero-length liveness writes posted */
 };
 
 #define RDMASTREAM_INFO_F_PEER_READY	(1U << 0) /* peer buffer known */

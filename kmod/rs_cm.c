@@ -51,13 +51,24 @@ static bool rs_pdata_ok(const void *data, u8 len)
 	       be16_to_cpu(p->recv_slots) == RS_RQ_DEPTH;
 }
 
-static void rs_conn_param(struct rdma_conn_param *cp, struct rs_cm_pdata *p)
+/*
+ * Transport retries: 6, because 7 means "retry forever" to some HCAs (rxe
+ * among them) and a dead peer must surface as an error; with the ack
+ * timeout below (4.096 us << 18, about 1 s) that takes about 7 s. Receiver
+ * not ready never happens by design (credits), 7 keeps it harmless.
+ */
+#define RS_RETRY_COUNT	6
+#define RS_ACK_TIMEOUT	18
+
+static void rs_conn_param(struct rdma_conn_param *cp, struct rs_cm_pdata *p,
+			  struct rdma_cm_id *id)
 {
 	memset(cp, 0, sizeof(*cp));
 	cp->private_data = p;
 	cp->private_data_len = sizeof(*p);
-	cp->retry_count = 7;
+	cp->retry_count = RS_RETRY_COUNT;
 	cp->rnr_retry_count = 7;
+	rdma_set_ack_timeout(id, RS_ACK_TIMEOUT);
 }
 
 /* Detach a child that will never be accepted from its listener. */
@@ -116,7 +127,7 @@ static void rs_route_resolved(struct rs_sock *rs, struct rdma_cm_id *id)
 	ret = rs_transport_create(rs, id);
 	if (!ret) {
 		rs_pdata_fill(&p, rs);
-		rs_conn_param(&cp, &p);
+		rs_conn_param(&cp, &p, id);
 		ret = rdma_connect_locked(id, &cp);
 	}
 	if (ret)
@@ -243,7 +254,7 @@ static int rs_conn_request(struct rs_sock *lrs, struct rdma_cm_id *id,
 	ret = rs_transport_create(rs, id);
 	if (!ret) {
 		rs_pdata_fill(&p, rs);
-		rs_conn_param(&cp, &p);
+		rs_conn_param(&cp, &p, id);
 		ret = rdma_accept(id, &cp);
 	}
 	if (ret) {

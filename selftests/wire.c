@@ -20,7 +20,7 @@
  * Knobs (defaults): RS_WIRE_PORT (47000), RS_WIRE_WAIT (300 s to wait for
  * the other host), RS_WIRE_MB (64), RS_WIRE_CONNS (4), RS_WIRE_DIE (o:
  * sysrq power off; b: sysrq reboot; kill: just SIGKILL the holder process,
- * for testing the test; none: skip peer_death), RS_WIRE_DIE_DELAY (5),
+ * for testing the test; none: skip peer_death), RS_WIRE_DIE_DELAY (15),
  * RS_WIRE_DEATH_SEC (60).
  */
 #include "rs_common.h"
@@ -299,7 +299,7 @@ static void pending_marker(bool create)
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	if (fd >= 0) {
 		dprintf(fd, "%s %lu\n", die_mode(),
-			rs_env_ulong("RS_WIRE_DIE_DELAY", 5));
+			rs_env_ulong("RS_WIRE_DIE_DELAY", 15));
 		close(fd);
 	}
 }
@@ -367,13 +367,13 @@ static void death_host2(struct __test_metadata *_metadata,
 	}
 	rs_info("wire.peer_death: host 2 got %llu bytes; powering off (%s) in %lu s",
 		(unsigned long long)got, die_mode(),
-		rs_env_ulong("RS_WIRE_DIE_DELAY", 5));
+		rs_env_ulong("RS_WIRE_DIE_DELAY", 15));
 	if (strcmp(die_mode(), "kill"))
 		pending_marker(true);
 	pid = fork();
 	ASSERT_GE(pid, 0);
 	if (!pid)
-		doomed(cs->fd[0], rs_env_ulong("RS_WIRE_DIE_DELAY", 5));
+		doomed(cs->fd[0], rs_env_ulong("RS_WIRE_DIE_DELAY", 15));
 	/* Our copies go; the doomed process keeps the connections. */
 }
 

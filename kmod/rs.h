@@ -248,6 +248,7 @@ u32 rs_rx_avail(struct rs_sock *rs);
 int rs_shutdown(struct socket *sock, int how);
 int rs_release(struct socket *sock);
 void rs_abort_locked(struct rs_sock *rs, int err);
+void rs_wc_error_locked(struct rs_sock *rs, const struct ib_wc *wc);
 void rs_schedule_teardown(struct rs_sock *rs);
 void rs_teardown_work(struct work_struct *work);
 void rs_orphan_work(struct work_struct *work);

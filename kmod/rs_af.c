@@ -98,6 +98,22 @@ static int rs_check_addr(const struct sockaddr *addr, int alen)
 	}
 }
 
+/* The socket's cm id, created on first use; SO_REUSEADDR applies to it. */
+static int rs_get_id(struct rs_sock *rs)
+{
+	int err;
+
+	if (!rs->cm_id) {
+		err = rs_cm_create_id(rs);
+		if (err)
+			return err;
+	}
+	/* fails harmlessly once the id is bound, as SO_REUSEADDR then must */
+	if (rs->sk.sk_reuse)
+		rdma_set_reuseaddr(rs->cm_id, 1);
+	return 0;
+}
+
 static bool rs_any_addr(const struct sockaddr *addr)
 {
 	if (addr->sa_family == AF_INET6)
@@ -148,13 +164,9 @@ static int rs_bind(struct socket *sock, struct sockaddr *addr, int alen)
 	if (rs->is_bound || sk->sk_state != TCP_CLOSE || rs->transport ||
 	    rs->torn)
 		goto out;
-	if (!rs->cm_id) {
-		err = rs_cm_create_id(rs);
-		if (err)
-			goto out;
-	}
-	if (sk->sk_reuse)
-		rdma_set_reuseaddr(rs->cm_id, 1);
+	err = rs_get_id(rs);
+	if (err)
+		goto out;
 	err = rdma_bind_addr(rs->cm_id, addr);
 	if (err)
 		err = rs_bind_errno(rs, addr, err);
@@ -181,13 +193,9 @@ static int rs_listen(struct socket *sock, int backlog)
 	}
 	if (sk->sk_state != TCP_CLOSE || rs->transport || rs->torn)
 		goto out;
-	if (!rs->cm_id) {
-		err = rs_cm_create_id(rs);
-		if (err)
-			goto out;
-		if (sk->sk_reuse)
-			rdma_set_reuseaddr(rs->cm_id, 1);
-	}
+	err = rs_get_id(rs);
+	if (err)
+		goto out;
 	rs->rcvbuf_ring = sk->sk_rcvbuf;
 	rs->sndbuf_ring = sk->sk_sndbuf;
 	WRITE_ONCE(sk->sk_max_ack_backlog, backlog);

@@ -37,6 +37,19 @@ void rs_abort_locked(struct rs_sock *rs, int err)
 	sk_error_report(sk);
 }
 
+/*
+ * A work request failed; rs->lock is held. Flushes during teardown are
+ * expected; outside it they mean the QP failed. During setup the CM event
+ * that follows reports why, so only an established connection is reset.
+ */
+void rs_wc_error_locked(struct rs_sock *rs, const struct ib_wc *wc)
+{
+	pr_debug("rdmastream: completion %s\n", ib_wc_status_msg(wc->status));
+	if (rs->established)
+		rs_abort_locked(rs, wc->status == IB_WC_RETRY_EXC_ERR ?
+				ETIMEDOUT : ECONNRESET);
+}
+
 /* A closed socket whose FIN has reached the peer is done. */
 void rs_maybe_finish_locked(struct rs_sock *rs)
 {

@@ -48,14 +48,7 @@ void rs_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 
 	spin_lock(&rs->lock);
 	if (wc->status != IB_WC_SUCCESS) {
-		pr_debug("rdmastream: %s completion %s\n", __func__,
-			 ib_wc_status_msg(wc->status));
-		/*
-		 * A flush outside teardown means the QP failed; during setup
-		 * the CM event that follows reports why.
-		 */
-		if (rs->established)
-			rs_abort_locked(rs, ECONNRESET);
+		rs_wc_error_locked(rs, wc);
 		spin_unlock(&rs->lock);
 		return;
 	}

@@ -200,6 +200,7 @@ int rs_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev);
 int rs_cm_create_id(struct rs_sock *rs);
 void rs_cm_put_id(struct rs_sock *rs, struct rdma_cm_id *id);
 void rs_conn_fail(struct rs_sock *rs, int err);
+void rs_child_unlink(struct rs_sock *rs);
 
 /* rs_res.c */
 int rs_transport_create(struct rs_sock *rs, struct rdma_cm_id *id);

@@ -126,7 +126,12 @@ static bool rs_any_addr(const struct sockaddr *addr)
  * a port taken by a wildcard bind; TCP says EADDRINUSE for the latter. Tell
  * them apart by binding the same address with any port on a scratch id.
  */
-static int rs_bind_errno(struct rs_sock *rs, struct sockaddr *addr, int err)
+static int rs_scratch_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
+{
+	return 0;
+}
+
+static int rs_bind_errno(struct net *net, struct sockaddr *addr, int err)
 {
 	struct sockaddr_storage ss;
 	struct rdma_cm_id *id;
@@ -138,7 +143,7 @@ static int rs_bind_errno(struct rs_sock *rs, struct sockaddr *addr, int err)
 		return err;
 	if (rs_any_addr(addr))
 		return -EADDRINUSE;
-	id = rdma_create_id(sock_net(&rs->sk), rs_cm_handler, rs, RDMA_PS_TCP,
+	id = rdma_create_id(net, rs_scratch_handler, NULL, RDMA_PS_TCP,
 			    IB_QPT_RC);
 	if (IS_ERR(id))
 		return err;
@@ -168,12 +173,13 @@ static int rs_bind(struct socket *sock, struct sockaddr *addr, int alen)
 	if (err)
 		goto out;
 	err = rdma_bind_addr(rs->cm_id, addr);
-	if (err)
-		err = rs_bind_errno(rs, addr, err);
 	if (!err)
 		rs->is_bound = true;
 out:
 	release_sock(sk);
+	/* outside lock_sock(): the probe destroys a cm id */
+	if (err && err != -EINVAL)
+		err = rs_bind_errno(sock_net(sk), addr, err);
 	return err;
 }
 

@@ -11,6 +11,8 @@
  */
 #include "rs.h"
 
+static void rs_close_listener(struct rs_sock *rs);
+
 void rs_schedule_teardown(struct rs_sock *rs)
 {
 	rs->dead = true;
@@ -109,6 +111,8 @@ void rs_teardown_work(struct work_struct *work)
 	lock_sock(sk);
 	id = rs->cm_id;
 	rs->cm_id = NULL;
+	/* a child that failed before ESTABLISHED leaves its listener now */
+	rs_child_unlink(rs);
 	release_sock(sk);
 	if (id)
 		rs_cm_put_id(rs, id);
@@ -125,7 +129,13 @@ int rs_shutdown(struct socket *sock, int how)
 	if (how <= 0 || how > SHUTDOWN_MASK)
 		return -EINVAL;
 	lock_sock(sk);
-	if (sk->sk_state == TCP_LISTEN || sk->sk_state == TCP_SYN_SENT ||
+	if (sk->sk_state == TCP_LISTEN) {
+		/* as TCP: SHUT_RD stops listening and wakes accept() */
+		if (how & RCV_SHUTDOWN)
+			rs_close_listener(rs);
+		goto out;
+	}
+	if (sk->sk_state == TCP_CLOSE || sk->sk_state == TCP_SYN_SENT ||
 	    !rs->flow.rx_size) {
 		err = -ENOTCONN;
 		goto out;
@@ -137,13 +147,11 @@ int rs_shutdown(struct socket *sock, int how)
 		rs_push_locked(rs);
 	}
 	spin_unlock_bh(&rs->lock);
-	sk->sk_state_change(sk);
 out:
+	sk->sk_state_change(sk);
 	release_sock(sk);
 	return err;
 }
-
-static void rs_close_listener(struct rs_sock *rs);
 
 /*
  * Close a connection: FIN after the data, or abort if data is unread, if
@@ -153,7 +161,8 @@ static void rs_close_conn(struct rs_sock *rs, bool abort)
 {
 	struct sock *sk = &rs->sk;
 
-	if (sock_flag(sk, SOCK_LINGER) && !sk->sk_lingertime)
+	if ((sock_flag(sk, SOCK_LINGER) && !sk->sk_lingertime) ||
+	    sk->sk_state == TCP_SYN_SENT)
 		abort = true;
 	spin_lock_bh(&rs->lock);
 	sock_set_flag(sk, SOCK_DEAD);
@@ -176,6 +185,26 @@ static void rs_close_conn(struct rs_sock *rs, bool abort)
 	spin_unlock_bh(&rs->lock);
 }
 
+static bool rs_linger_done(struct rs_sock *rs)
+{
+	return READ_ONCE(rs->fin_done) || READ_ONCE(rs->dead);
+}
+
+/* SO_LINGER with a timeout: close() waits until the peer has every byte. */
+static void rs_linger(struct rs_sock *rs)
+{
+	struct sock *sk = &rs->sk;
+	DEFINE_WAIT_FUNC(wait, woken_wake_function);
+	long timeo = sk->sk_lingertime;
+
+	if (!sock_flag(sk, SOCK_LINGER) || !timeo)
+		return;
+	add_wait_queue(sk_sleep(sk), &wait);
+	while (!rs_linger_done(rs) && timeo && !signal_pending(current))
+		sk_wait_event(sk, &timeo, rs_linger_done(rs), &wait);
+	remove_wait_queue(sk_sleep(sk), &wait);
+}
+
 int rs_release(struct socket *sock)
 {
 	struct sock *sk = sock->sk;
@@ -190,6 +219,7 @@ int rs_release(struct socket *sock)
 		rs_close_listener(rs);
 	} else if (rs->transport || rs->torn) {
 		rs_close_conn(rs, false);
+		rs_linger(rs);
 	} else {
 		/* never connected: only an id to drop, if any */
 		id = rs->cm_id;
@@ -232,4 +262,5 @@ static void rs_close_listener(struct rs_sock *rs)
 		release_sock(&child->sk);
 		sock_put(&child->sk);
 	}
+	rs->listener = false;
 }

@@ -72,7 +72,7 @@ static void rs_conn_param(struct rdma_conn_param *cp, struct rs_cm_pdata *p,
 }
 
 /* Detach a child that will never be accepted from its listener. */
-static void rs_child_unlink(struct rs_sock *rs)
+void rs_child_unlink(struct rs_sock *rs)
 {
 	struct rs_sock *parent = rs->parent;
 
@@ -210,6 +210,13 @@ static struct rs_sock *rs_child_alloc(struct rs_sock *lrs,
 	rs->sndbuf_ring = lrs->sndbuf_ring;
 	sk->sk_rcvbuf = lsk->sk_rcvbuf;
 	sk->sk_sndbuf = lsk->sk_sndbuf;
+	/* what sk_clone_lock() copies for TCP and applies to us */
+	sk->sk_rcvtimeo = lsk->sk_rcvtimeo;
+	sk->sk_sndtimeo = lsk->sk_sndtimeo;
+	sk->sk_lingertime = lsk->sk_lingertime;
+	WRITE_ONCE(sk->sk_rcvlowat, READ_ONCE(lsk->sk_rcvlowat));
+	if (sock_flag(lsk, SOCK_LINGER))
+		sock_set_flag(sk, SOCK_LINGER);
 	rs->nodelay = lrs->nodelay;
 	if (sock_flag(lsk, SOCK_KEEPOPEN))
 		sock_set_flag(sk, SOCK_KEEPOPEN);

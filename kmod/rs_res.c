@@ -142,7 +142,9 @@ static int rs_post_recvs(struct rs_sock *rs)
 int rs_transport_create(struct rs_sock *rs, struct rdma_cm_id *id)
 {
 	struct ib_device *dev = id->device;
-	u32 max_ring = dev->attrs.max_fast_reg_page_list_len << PAGE_SHIFT;
+	u32 max_ring = min_t(u64, RS_RING_MAX,
+			     (u64)dev->attrs.max_fast_reg_page_list_len <<
+			     PAGE_SHIFT);
 	u32 rx_size, tx_size;
 	int ret;
 
@@ -196,8 +198,11 @@ int rs_post_regs(struct rs_sock *rs)
 {
 	struct ib_reg_wr wr[2] = {};
 	const struct ib_send_wr *bad;
-	int ret;
+	int ret = -ECONNABORTED;
 
+	spin_lock_bh(&rs->lock);
+	if (rs->dead)
+		goto out;
 	wr[0].wr.opcode = IB_WR_REG_MR;
 	wr[0].wr.next = &wr[1].wr;
 	wr[0].mr = rs->rx.mr;
@@ -210,15 +215,10 @@ int rs_post_regs(struct rs_sock *rs)
 	wr[1].access = IB_ACCESS_LOCAL_WRITE;
 	wr[1].wr.wr_cqe = &rs->reg_cqe.cqe;
 	wr[1].wr.send_flags = IB_SEND_SIGNALED;
-
-	spin_lock_bh(&rs->lock);
-	if (rs->dead) {
-		ret = -ECONNABORTED;
-	} else {
-		ret = ib_post_send(rs->qp, &wr[0].wr, &bad);
-		if (!ret)
-			rs->sq_posted += 2;
-	}
+	ret = ib_post_send(rs->qp, &wr[0].wr, &bad);
+	if (!ret)
+		rs->sq_posted += 2;
+out:
 	spin_unlock_bh(&rs->lock);
 	return ret;
 }
@@ -243,8 +243,7 @@ void rs_transport_destroy(struct rs_sock *rs, struct rdma_cm_id *id)
 	}
 	rs_ring_unmap(&rs->rx, dev, DMA_FROM_DEVICE);
 	rs_ring_unmap(&rs->tx, dev, DMA_TO_DEVICE);
-	if (rs->sends || rs->recvs)
-		rs_slots_free(rs);
+	rs_slots_free(rs);
 	if (rs->cq)
 		ib_cq_pool_put(rs->cq, rs->cq_size);
 	rs->cq = NULL;

@@ -21,7 +21,7 @@ int rs_ring_alloc(struct rs_ring *r, u32 size)
 	if (!r->pages)
 		return -ENOMEM;
 	for (i = 0; i < r->npages; i++) {
-		r->pages[i] = alloc_page(GFP_KERNEL);
+		r->pages[i] = alloc_page(GFP_KERNEL | __GFP_ACCOUNT);
 		if (!r->pages[i])
 			goto fail;
 	}
@@ -106,6 +106,8 @@ int rs_ring_copy_in(struct rs_ring *r, u32 off, struct iov_iter *from,
 {
 	u32 first = min(len, r->size - off);
 
+	if (WARN_ON_ONCE(len > r->size))
+		return -EFAULT;
 	if (copy_from_iter(r->vaddr + off, first, from) != first)
 		return -EFAULT;
 	if (len > first &&
@@ -118,6 +120,9 @@ int rs_ring_copy_out(struct rs_ring *r, u32 off, struct iov_iter *to,
 		     u32 len)
 {
 	u32 first = min(len, r->size - off);
+
+	if (WARN_ON_ONCE(len > r->size))
+		return -EFAULT;
 
 	if (copy_to_iter(r->vaddr + off, first, to) != first)
 		return -EFAULT;

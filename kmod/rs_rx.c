@@ -55,6 +55,9 @@ void rs_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	if (wc->opcode == IB_WC_RECV_RDMA_WITH_IMM) {
 		if (!rs_recv_data_locked(rs, be32_to_cpu(wc->ex.imm_data)))
 			rs_abort_locked(rs, EPROTO);
+		else if (sock_flag(&rs->sk, SOCK_DEAD))
+			/* nobody will read it: reset the peer, as TCP does */
+			rs_abort_locked(rs, ECONNRESET);
 		mask = EPOLLIN | EPOLLRDNORM;
 	} else if (wc->opcode == IB_WC_RECV && wc->byte_len >= RS_MSG_SIZE) {
 		ib_dma_sync_single_for_cpu(rs->dev, r->sge.addr, RS_MSG_SIZE,
@@ -127,6 +130,7 @@ int rs_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 	bool peek = flags & MSG_PEEK;
 	size_t copied = 0, target;
 	u32 avail, skip = 0, n;
+	u64 peek_cons;
 	long timeo;
 	int err = 0;
 
@@ -141,8 +145,15 @@ int rs_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 	}
 	timeo = sock_rcvtimeo(sk, flags & MSG_DONTWAIT);
 	target = sock_rcvlowat(sk, flags & MSG_WAITALL, len);
+	peek_cons = rs->flow.rx_cons;
 	while (copied < len) {
-		avail = rs_rx_avail(rs) - skip;
+		if (peek && rs->flow.rx_cons != peek_cons) {
+			/* another reader consumed what we peeked, as TCP warns */
+			peek_cons = rs->flow.rx_cons;
+			skip = 0;
+		}
+		avail = rs_rx_avail(rs);
+		avail = avail > skip ? avail - skip : 0;
 		if (avail) {
 			n = min_t(size_t, avail, len - copied);
 			err = rs_rx_copy(rs, msg, n, skip, peek);

@@ -212,7 +212,7 @@ void rs_send_done(struct ib_cq *cq, struct ib_wc *wc)
 		rs->fin_done = true;
 	rs_push_locked(rs);
 	rs_maybe_finish_locked(rs);
-	writable = rs_flow_tx_space(&rs->flow) > 0;
+	writable = rs_flow_tx_space(&rs->flow) > 0 || s->fin;
 	spin_unlock(&rs->lock);
 	if (writable)
 		rs_wake(&rs->sk, EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);

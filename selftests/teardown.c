@@ -490,4 +490,143 @@ TEST_F(listener, closed_then_connect)
 	close(fd);
 }
 
+struct blocked_accept {
+	int lfd;
+	int ret;
+	int err;
+	double when;
+	pthread_t thr;
+};
+
+static void *blocked_accept_fn(void *arg)
+{
+	struct blocked_accept *a = arg;
+
+	a->ret = accept(a->lfd, NULL, NULL);
+	a->err = errno;
+	a->when = rs_now();
+	return NULL;
+}
+
+TEST_F_TIMEOUT(listener, shut_rd_wakes_accept, 60)
+{
+	struct blocked_accept a = { .ret = 0 };
+	struct sockaddr_in sin;
+	double t0;
+	int fd;
+
+	rs_watchdog(60);
+	a.lfd = rs_listener(_metadata, &sin);
+	ASSERT_EQ(0, pthread_create(&a.thr, NULL, blocked_accept_fn, &a));
+	rs_msleep(300);
+	/* TCP: SHUT_RD stops listening; a blocked accept() gets EINVAL. */
+	t0 = rs_now();
+	ASSERT_EQ(0, shutdown(a.lfd, SHUT_RD));
+	pthread_join(a.thr, NULL);
+	EXPECT_EQ(-1, a.ret);
+	EXPECT_EQ(EINVAL, a.err);
+	EXPECT_LT(a.when - t0, fault_sec());
+	EXPECT_EQ(0, rs_getint(a.lfd, SOL_SOCKET, SO_ACCEPTCONN));
+	fd = rs_socket(0);
+	ASSERT_GE(fd, 0);
+	EXPECT_EQ(-1, connect(fd, (struct sockaddr *)&sin, sizeof(sin)));
+	EXPECT_EQ(ECONNREFUSED, errno);
+	close(fd);
+	close(a.lfd);
+}
+
+TEST_F(listener, children_inherit_options)
+{
+	struct linger lg = { .l_onoff = 1, .l_linger = 7 }, got;
+	socklen_t len = sizeof(got);
+	struct sockaddr_in sin;
+	struct timeval tv;
+	int lfd, c, s;
+	double t0;
+	char b;
+
+	rs_watchdog(60);
+	lfd = rs_listener(_metadata, &sin);
+	ASSERT_EQ(0, rs_set_timeo(lfd, SO_RCVTIMEO, 300));
+	ASSERT_EQ(0, rs_set_timeo(lfd, SO_SNDTIMEO, 400));
+	ASSERT_EQ(0, setsockopt(lfd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)));
+	c = rs_connect(_metadata, &sin);
+	s = rs_accept(_metadata, lfd);
+	/* As with TCP, an accepted socket starts with its listener's options */
+	len = sizeof(tv);
+	ASSERT_EQ(0, getsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, &len));
+	EXPECT_EQ(0, tv.tv_sec);
+	EXPECT_EQ(400000, tv.tv_usec);
+	len = sizeof(got);
+	ASSERT_EQ(0, getsockopt(s, SOL_SOCKET, SO_LINGER, &got, &len));
+	EXPECT_EQ(1, got.l_onoff);
+	EXPECT_EQ(7, got.l_linger);
+	t0 = rs_now();
+	EXPECT_EQ(-1, recv(s, &b, 1, 0));
+	EXPECT_EQ(EAGAIN, errno);
+	EXPECT_GT(rs_now() - t0, 0.2);
+	EXPECT_LT(rs_now() - t0, 5.0);
+	lg.l_onoff = 0;
+	setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	close(c);
+	close(s);
+	close(lfd);
+}
+
+struct late_reader {
+	int fd;
+	size_t want;
+	unsigned int delay_ms;
+	size_t got;
+	bool intact;
+	bool eof;
+	pthread_t thr;
+};
+
+static void *late_reader_fn(void *arg)
+{
+	struct late_reader *r = arg;
+	static char buf[64 * 1024];
+	ssize_t n;
+
+	r->intact = true;
+	rs_msleep(r->delay_ms);
+	for (;;) {
+		n = recv(r->fd, buf, sizeof(buf), 0);
+		if (n <= 0) {
+			r->eof = n == 0;
+			break;
+		}
+		if (rs_pat_check(buf, n, 0x11, r->got) != (size_t)n)
+			r->intact = false;
+		r->got += n;
+	}
+	return NULL;
+}
+
+TEST_F_TIMEOUT(conn, linger_close_waits_for_delivery, 90)
+{
+	struct linger lg = { .l_onoff = 1, .l_linger = 20 };
+	struct late_reader r = { .fd = self->s, .delay_ms = 1500 };
+	ssize_t queued;
+	double t0, took;
+
+	/* Fill the pipe; the reader starts late; close() must linger. */
+	queued = rs_fill_pipe(self->c, 0x11);
+	ASSERT_GT(queued, 0);
+	ASSERT_EQ(0, setsockopt(self->c, SOL_SOCKET, SO_LINGER, &lg,
+				sizeof(lg)));
+	ASSERT_EQ(0, pthread_create(&r.thr, NULL, late_reader_fn, &r));
+	t0 = rs_now();
+	EXPECT_EQ(0, close(self->c));
+	took = rs_now() - t0;
+	self->c = -1;
+	pthread_join(r.thr, NULL);
+	EXPECT_GT(took, 1.0) TH_LOG("close() returned after %.2f s", took);
+	EXPECT_LT(took, 20.0);
+	EXPECT_EQ((size_t)queued, r.got);
+	EXPECT_TRUE(r.intact);
+	EXPECT_TRUE(r.eof);
+}
+
 TEST_HARNESS_MAIN

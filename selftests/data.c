@@ -867,6 +867,20 @@ static int get_info(int fd, struct rdmastream_info *info)
 	return len;
 }
 
+/*
+ * A byte each way: both ends have then seen each other's SETUP, so the
+ * peer's buffer is known (connect() returns before that).
+ */
+static void settle(struct __test_metadata *_metadata, int c, int s)
+{
+	char b;
+
+	ASSERT_EQ(1, send(c, "x", 1, 0));
+	ASSERT_EQ(1, recv(s, &b, 1, 0));
+	ASSERT_EQ(1, send(s, "y", 1, 0));
+	ASSERT_EQ(1, recv(c, &b, 1, 0));
+}
+
 TEST_F(data, info)
 {
 	struct rdmastream_info ci0, si0, ci, si;
@@ -874,6 +888,7 @@ TEST_F(data, info)
 	double end;
 
 	RS_SKIP_TCP("SOL_RDMASTREAM");
+	settle(_metadata, self->c, self->s);
 	ASSERT_EQ(sizeof(ci0), get_info(self->c, &ci0))
 		TH_LOG("getsockopt: %s", strerror(errno));
 	ASSERT_EQ(sizeof(si0), get_info(self->s, &si0));
@@ -922,6 +937,43 @@ TEST_F(data, info)
 	EXPECT_EQ(0, ci.rsi_bytes_received - ci0.rsi_bytes_received);
 	EXPECT_LE(si.rsi_bytes_read, si.rsi_bytes_received);
 	EXPECT_LE(ci.rsi_bytes_acked, ci.rsi_bytes_sent);
+}
+
+/* SO_RCVBUF/SO_SNDBUF set before connect() size the stream buffers. */
+static void ring_sizes(struct __test_metadata *_metadata, int bufsz,
+		       struct rdmastream_info *ci, struct rdmastream_info *si)
+{
+	int c, s;
+
+	rs_pair_opts(_metadata, &c, &s, bufsz);
+	settle(_metadata, c, s);
+	ASSERT_EQ(sizeof(*ci), get_info(c, ci));
+	ASSERT_EQ(sizeof(*si), get_info(s, si));
+	close(c);
+	close(s);
+}
+
+TEST(bufsize_sizes_rings)
+{
+	struct rdmastream_info cs, ss, cl, sl;
+	unsigned int r;
+
+	RS_SKIP_TCP("SOL_RDMASTREAM");
+	rs_watchdog(60);
+	ring_sizes(_metadata, 32 * 1024, &cs, &ss);
+	ring_sizes(_metadata, 512 * 1024, &cl, &sl);
+	/* the kernel doubles SO_RCVBUF; rings are that, to a power of two */
+	for (r = cs.rsi_rx_ring; r; r >>= 1)
+		EXPECT_TRUE(r == 1 || !(r & 1));
+	EXPECT_GE(cs.rsi_rx_ring, 32 * 1024);
+	EXPECT_LE(cs.rsi_rx_ring, 4 * 32 * 1024);
+	EXPECT_GE(cs.rsi_tx_ring, 32 * 1024);
+	EXPECT_LE(cs.rsi_tx_ring, 4 * 32 * 1024);
+	EXPECT_GT(cl.rsi_rx_ring, cs.rsi_rx_ring);
+	EXPECT_GT(cl.rsi_tx_ring, cs.rsi_tx_ring);
+	/* each side knows the other's buffer */
+	EXPECT_EQ(cs.rsi_peer_ring, ss.rsi_rx_ring);
+	EXPECT_EQ(cl.rsi_peer_ring, sl.rsi_rx_ring);
 }
 
 TEST_F(data, info_optlen)

@@ -41,6 +41,7 @@ static void rs_destruct(struct sock *sk)
 
 	WARN_ON_ONCE(rs->transport);
 	rs_transport_free_rings(rs);
+	sock_prot_inuse_add(sock_net(sk), &rs_proto, -1);
 }
 
 struct sock *rs_sock_alloc(struct net *net, struct socket *sock, int kern,
@@ -54,6 +55,8 @@ struct sock *rs_sock_alloc(struct net *net, struct socket *sock, int kern,
 		return NULL;
 	sock_init_data(sock, sk);
 	sk->sk_destruct = rs_destruct;
+	/* live sockets, orphans included: the "sockets" of /proc/net/protocols */
+	sock_prot_inuse_add(net, &rs_proto, 1);
 	sk->sk_state_change = rs_state_change;
 	sk->sk_protocol = 0;
 	sk->sk_type = SOCK_STREAM;

@@ -111,6 +111,29 @@ static int res_stable(long cnt[RES_N], unsigned int secs)
 	return 1;
 }
 
+/*
+ * Live sockets of the module, orphans included: the "sockets" column of
+ * the RDMASTREAM line in /proc/net/protocols, or -1. A socket holds its
+ * connection's rings until it is freed, so a leaked socket or ring shows
+ * up here.
+ */
+static long sock_objs(void)
+{
+	char line[512], name[64];
+	long active = -1, size, n;
+	FILE *f;
+
+	f = fopen("/proc/net/protocols", "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%63s %ld %ld", name, &size, &n) == 3 &&
+		    !strcmp(name, "RDMASTREAM"))
+			active = n;
+	fclose(f);
+	return active;
+}
+
 static const char *need_rdma(void)
 {
 	long cnt[RES_N];
@@ -187,7 +210,7 @@ TEST_F_TIMEOUT(res, leak, 600)
 {
 	unsigned int total = rs_env_ulong("RS_LEAK_CONNS", 100);
 	unsigned int settle = rs_env_ulong("RS_LEAK_SETTLE", 30);
-	long base[RES_N], busy[RES_N], now[RES_N];
+	long base[RES_N], busy[RES_N], now[RES_N], socks0, socks;
 	const char *why = need_rdma();
 	struct sockaddr_in sin, dead;
 	int c[10], s[10], lfd, hold, fd;
@@ -198,10 +221,17 @@ TEST_F_TIMEOUT(res, leak, 600)
 	if (why)
 		SKIP(return, "%s", why);
 	rs_watchdog(600);
+	/* one connection first: the device's CQ pool grows once, then stays */
+	lfd = rs_listener_opts(_metadata, &sin, 16, 0);
+	c[0] = rs_connect(_metadata, &sin);
+	s[0] = rs_accept(_metadata, lfd);
+	leak_one(_metadata, c[0], s[0], 0);
+	close(lfd);
 	ASSERT_EQ(0, res_stable(base, 10))
 		TH_LOG("resource counts do not settle");
 	res_str(base, a, sizeof(a));
-	rs_info("res_leak: baseline %s", a);
+	socks0 = sock_objs();
+	rs_info("res_leak: baseline %s, sockets %ld", a, socks0);
 
 	lfd = rs_listener_opts(_metadata, &sin, 16, 0);
 	hold = rs_bound(_metadata, 0, &dead);
@@ -218,6 +248,8 @@ TEST_F_TIMEOUT(res, leak, 600)
 			/* ...must show up, or we count the wrong thing. */
 			ASSERT_GE(busy[RES_QP], base[RES_QP] + 10)
 				TH_LOG("QPs of the connections not seen");
+			ASSERT_GE(sock_objs(), socks0 + 20)
+				TH_LOG("sockets of the connections not seen");
 		}
 		for (i = 0; i < 10; i++)
 			leak_one(_metadata, c[i], s[i], n + i);
@@ -237,11 +269,17 @@ TEST_F_TIMEOUT(res, leak, 600)
 	do {
 		rs_msleep(500);
 		ASSERT_EQ(0, res_read(now));
-		if (res_eq(now, base))
+		socks = sock_objs();
+		/* fewer is fine: an earlier test's orphan may have ended */
+		if (res_eq(now, base) && socks <= socks0)
 			break;
 	} while (rs_now() < end);
 	res_str(now, b, sizeof(b));
-	rs_info("res_leak: after %u connections: %s", n, b);
+	rs_info("res_leak: after %u connections: %s, sockets %ld", n, b,
+		socks);
+	EXPECT_GE(socks0, 0);
+	EXPECT_LE(socks, socks0)
+		TH_LOG("sockets: %ld before, %ld after", socks0, socks);
 	for (j = 0; j < RES_N; j++)
 		EXPECT_EQ(base[j], now[j])
 			TH_LOG("%s: %ld before, %ld after %u s", res_names[j],

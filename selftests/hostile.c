@@ -1,0 +1,301 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * A hostile peer: a user-space rdma_cm/verbs client that speaks enough of
+ * the wire protocol (docs/wire-format.md) to be accepted by an
+ * AF_RDMASTREAM listener, learns the stream buffer from the SETUP message,
+ * and then tries to write or read where it must not. The module must only
+ * expose its stream buffer, for remote write only, and must reset (not
+ * crash, not corrupt) on a write that claims more than the buffer holds.
+ *
+ * legit:      a 5-byte WRITE WITH IMMEDIATE at offset 0 is read by recv()
+ *             (proves the harness speaks the protocol).
+ * past_end:   a WRITE one byte past the buffer fails remotely.
+ * before:     a WRITE a page before the buffer fails remotely.
+ * read:       an RDMA READ of the buffer fails remotely (no remote read).
+ * bad_rkey:   a WRITE with another rkey fails remotely.
+ * overrun:    an immediate that claims more bytes than the buffer holds
+ *             resets the socket with EPROTO.
+ * Each attack that fails remotely leaves the module's socket with an error.
+ */
+#include "rs_common.h"
+
+#include <rdma/rdma_cma.h>
+#include <infiniband/verbs.h>
+
+#define SLOTS		64	/* RS_RQ_DEPTH: both sides post this many */
+#define MSG		32
+#define WIRE_VERSION	1
+
+enum attack { LEGIT, PAST_END, BEFORE, READ, BAD_RKEY, OVERRUN };
+
+struct peer {
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_mr *mr;
+	char buf[SLOTS * MSG + 4096];
+	uint64_t addr;		/* the module's stream buffer */
+	uint32_t rkey, size;
+};
+
+static int cm_wait(struct peer *p, enum rdma_cm_event_type want)
+{
+	struct rdma_cm_event *ev;
+	int ok;
+
+	if (rdma_get_cm_event(p->ch, &ev))
+		return -1;
+	ok = ev->event == want;
+	if (!ok)
+		fprintf(stderr, "# cm event %s, wanted %s\n",
+			rdma_event_str(ev->event), rdma_event_str(want));
+	rdma_ack_cm_event(ev);
+	return ok ? 0 : -1;
+}
+
+/* Poll one completion, up to ms; returns its status or -1. */
+static int cq_wait(struct peer *p, struct ibv_wc *wc, int ms)
+{
+	double end = rs_now() + ms / 1000.0;
+	int n;
+
+	do {
+		n = ibv_poll_cq(p->cq, 1, wc);
+		if (n > 0)
+			return wc->status;
+		if (n < 0)
+			return -1;
+		rs_msleep(1);
+	} while (rs_now() < end);
+	return -1;
+}
+
+static int peer_connect(struct peer *p, const struct sockaddr_in *sin)
+{
+	struct ibv_qp_init_attr qa = {
+		.cap = { .max_send_wr = 8, .max_recv_wr = SLOTS,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.qp_type = IBV_QPT_RC,
+	};
+	/* private data: version 1, 64 receive slots, 64 KiB (informative) */
+	uint8_t pdata[8] = { WIRE_VERSION, 0, 0, SLOTS, 0, 1, 0, 0 };
+	struct rdma_conn_param cp = {
+		.private_data = pdata, .private_data_len = sizeof(pdata),
+		.retry_count = 6, .rnr_retry_count = 7,
+		.initiator_depth = 1, .responder_resources = 1,
+	};
+	struct ibv_recv_wr rwr, *bad;
+	struct ibv_sge sge;
+	int i;
+
+	p->ch = rdma_create_event_channel();
+	if (!p->ch || rdma_create_id(p->ch, &p->id, NULL, RDMA_PS_TCP))
+		return -1;
+	if (rdma_resolve_addr(p->id, NULL, (struct sockaddr *)sin, 2000) ||
+	    cm_wait(p, RDMA_CM_EVENT_ADDR_RESOLVED) ||
+	    rdma_resolve_route(p->id, 2000) ||
+	    cm_wait(p, RDMA_CM_EVENT_ROUTE_RESOLVED))
+		return -1;
+	p->pd = ibv_alloc_pd(p->id->verbs);
+	p->cq = ibv_create_cq(p->id->verbs, SLOTS + 16, NULL, NULL, 0);
+	if (!p->pd || !p->cq)
+		return -1;
+	qa.send_cq = p->cq;
+	qa.recv_cq = p->cq;
+	if (rdma_create_qp(p->id, p->pd, &qa))
+		return -1;
+	p->mr = ibv_reg_mr(p->pd, p->buf, sizeof(p->buf),
+			   IBV_ACCESS_LOCAL_WRITE);
+	if (!p->mr)
+		return -1;
+	for (i = 0; i < SLOTS; i++) {
+		sge.addr = (uintptr_t)p->buf + i * MSG;
+		sge.length = MSG;
+		sge.lkey = p->mr->lkey;
+		rwr = (struct ibv_recv_wr){ .wr_id = i, .sg_list = &sge,
+					    .num_sge = 1 };
+		if (ibv_post_recv(p->id->qp, &rwr, &bad))
+			return -1;
+	}
+	if (rdma_connect(p->id, &cp) ||
+	    cm_wait(p, RDMA_CM_EVENT_ESTABLISHED))
+		return -1;
+	return 0;
+}
+
+/* The module's first message is SETUP: where its stream buffer is. */
+static int peer_setup(struct peer *p)
+{
+	const unsigned char *m;
+	struct ibv_wc wc;
+	uint32_t be32;
+	uint64_t be64;
+
+	if (cq_wait(p, &wc, 10000) != IBV_WC_SUCCESS ||
+	    wc.opcode != IBV_WC_RECV)
+		return -1;
+	m = (const unsigned char *)p->buf + wc.wr_id * MSG;
+	if (m[0] != 1 || m[1] != WIRE_VERSION)
+		return -1;
+	memcpy(&be32, m + 4, 4);
+	p->size = ntohl(be32);
+	memcpy(&be64, m + 8, 8);
+	p->addr = be64toh(be64);
+	memcpy(&be32, m + 24, 4);
+	p->rkey = ntohl(be32);
+	return 0;
+}
+
+static int peer_post(struct peer *p, enum ibv_wr_opcode op, uint64_t addr,
+		     uint32_t rkey, uint32_t len, uint32_t imm)
+{
+	char *src = p->buf + SLOTS * MSG;
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)src, .length = len, .lkey = p->mr->lkey,
+	};
+	struct ibv_send_wr wr = {
+		.sg_list = &sge, .num_sge = len ? 1 : 0, .opcode = op,
+		.send_flags = IBV_SEND_SIGNALED,
+		.wr.rdma = { .remote_addr = addr, .rkey = rkey },
+	}, *bad;
+
+	/* a READ lands here: start from zeroes to see whether it did */
+	if (op == IBV_WR_RDMA_READ)
+		memset(src, 0, 16);
+	else
+		memcpy(src, "hello", 5);
+	wr.imm_data = htonl(imm);
+	return ibv_post_send(p->id->qp, &wr, &bad);
+}
+
+static void peer_close(struct peer *p)
+{
+	if (p->id && p->id->qp)
+		rdma_disconnect(p->id);
+	if (p->id && p->id->qp)
+		rdma_destroy_qp(p->id);
+	if (p->mr)
+		ibv_dereg_mr(p->mr);
+	if (p->cq)
+		ibv_destroy_cq(p->cq);
+	if (p->pd)
+		ibv_dealloc_pd(p->pd);
+	if (p->id)
+		rdma_destroy_id(p->id);
+	if (p->ch)
+		rdma_destroy_event_channel(p->ch);
+}
+
+FIXTURE(hostile)
+{
+	int lfd;
+	int s;			/* the module's accepted socket */
+	struct peer p;
+};
+
+FIXTURE_VARIANT(hostile)
+{
+	enum attack attack;
+};
+
+FIXTURE_VARIANT_ADD(hostile, legit) { .attack = LEGIT };
+FIXTURE_VARIANT_ADD(hostile, past_end) { .attack = PAST_END };
+FIXTURE_VARIANT_ADD(hostile, before) { .attack = BEFORE };
+FIXTURE_VARIANT_ADD(hostile, read) { .attack = READ };
+FIXTURE_VARIANT_ADD(hostile, bad_rkey) { .attack = BAD_RKEY };
+FIXTURE_VARIANT_ADD(hostile, overrun) { .attack = OVERRUN };
+
+FIXTURE_SETUP(hostile)
+{
+	struct sockaddr_in sin;
+
+	memset(&self->p, 0, sizeof(self->p));
+	self->lfd = -1;
+	self->s = -1;
+	if (rs.tcp)
+		return;
+	rs_watchdog(120);
+	self->lfd = rs_listener(_metadata, &sin);
+	ASSERT_EQ(0, peer_connect(&self->p, &sin))
+		TH_LOG("hostile peer could not connect: %s", strerror(errno));
+	self->s = rs_accept(_metadata, self->lfd);
+	ASSERT_EQ(0, peer_setup(&self->p)) TH_LOG("no SETUP from the module");
+	ASSERT_GE(self->p.size, 16384U);
+	ASSERT_EQ(0, rs_set_timeo(self->s, SO_RCVTIMEO, 10000));
+}
+
+FIXTURE_TEARDOWN(hostile)
+{
+	peer_close(&self->p);
+	if (self->s >= 0)
+		close(self->s);
+	if (self->lfd >= 0)
+		close(self->lfd);
+}
+
+TEST_F_TIMEOUT(hostile, attack, 120)
+{
+	struct peer *p = &self->p;
+	struct ibv_wc wc;
+	char buf[64];
+	ssize_t n;
+	int st;
+
+	RS_SKIP_TCP("speaks the rdmastream wire protocol");
+	switch (variant->attack) {
+	case LEGIT:
+		ASSERT_EQ(0, peer_post(p, IBV_WR_RDMA_WRITE_WITH_IMM, p->addr,
+				       p->rkey, 5, 5));
+		ASSERT_EQ(IBV_WC_SUCCESS, cq_wait(p, &wc, 10000));
+		n = recv(self->s, buf, sizeof(buf), 0);
+		ASSERT_EQ(5, n) TH_LOG("recv: %s", strerror(errno));
+		EXPECT_EQ(0, memcmp(buf, "hello", 5));
+		return;
+	case PAST_END:
+		ASSERT_EQ(0, peer_post(p, IBV_WR_RDMA_WRITE,
+				       p->addr + p->size, p->rkey, 1, 0));
+		break;
+	case BEFORE:
+		ASSERT_EQ(0, peer_post(p, IBV_WR_RDMA_WRITE, p->addr - 4096,
+				       p->rkey, 5, 0));
+		break;
+	case READ:
+		/* put bytes in the buffer, leave them unread, try to read them */
+		ASSERT_EQ(0, peer_post(p, IBV_WR_RDMA_WRITE_WITH_IMM, p->addr,
+				       p->rkey, 5, 5));
+		ASSERT_EQ(IBV_WC_SUCCESS, cq_wait(p, &wc, 10000));
+		ASSERT_EQ(0, peer_post(p, IBV_WR_RDMA_READ, p->addr, p->rkey,
+				       5, 0));
+		/* refused, or never answered until the peer gives up */
+		st = cq_wait(p, &wc, 30000);
+		EXPECT_NE(IBV_WC_SUCCESS, st);
+		EXPECT_NE(0, memcmp(p->buf + SLOTS * MSG, "hello", 5))
+			TH_LOG("the stream buffer was readable");
+		return;
+	case BAD_RKEY:
+		ASSERT_EQ(0, peer_post(p, IBV_WR_RDMA_WRITE, p->addr,
+				       p->rkey ^ 0x5a5a00, 5, 0));
+		break;
+	case OVERRUN:
+		ASSERT_EQ(0, peer_post(p, IBV_WR_RDMA_WRITE_WITH_IMM, p->addr,
+				       p->rkey, 5, p->size + 1));
+		ASSERT_EQ(IBV_WC_SUCCESS, cq_wait(p, &wc, 10000));
+		n = recv(self->s, buf, sizeof(buf), 0);
+		EXPECT_EQ(-1, n);
+		EXPECT_EQ(EPROTO, errno);
+		return;
+	}
+	/* the access itself must fail at the module's HCA */
+	st = cq_wait(p, &wc, 20000);
+	EXPECT_EQ(IBV_WC_REM_ACCESS_ERR, st)
+		TH_LOG("attack completed with %s",
+		       st < 0 ? "nothing" : ibv_wc_status_str(st));
+	/* and the module's socket learns that the connection is gone */
+	n = recv(self->s, buf, sizeof(buf), 0);
+	EXPECT_EQ(-1, n);
+	EXPECT_TRUE(errno == ECONNRESET || errno == EPROTO)
+		TH_LOG("recv: %s", strerror(errno));
+}
+
+TEST_HARNESS_MAIN

@@ -25,6 +25,7 @@
 #include <rdma/rdma_cm.h>
 
 #include "rs_proto.h"
+#include "rs_trace.h"
 
 #define RS_SQ_DEPTH		128	/* send work requests per QP */
 #define RS_RQ_DEPTH		64	/* receive slots per QP (credits) */
@@ -174,6 +175,7 @@ static inline struct rs_sock *rs_sk(const struct sock *sk)
 /* TCP_* state, published for lockless readers such as poll. */
 static inline void rs_set_state(struct sock *sk, int state)
 {
+	trace_rdmastream_state(sk, state);
 	/* pairs with the acquire in inet_sk_state_load() */
 	smp_store_release(&sk->sk_state, state);
 }

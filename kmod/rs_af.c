@@ -67,8 +67,7 @@ struct sock *rs_sock_alloc(struct net *net, struct socket *sock, int kern,
 	INIT_WORK(&rs->teardown_work, rs_teardown_work);
 	timer_setup(&rs->probe_timer, rs_probe_timer, 0);
 	INIT_DELAYED_WORK(&rs->orphan_work, rs_orphan_work);
-	rs_set_state(sk, TCP_CLOSE);
-	return sk;
+	return sk;		/* in TCP_CLOSE, from sock_init_data() */
 }
 
 static u16 rs_addr_port(const struct sockaddr *addr)

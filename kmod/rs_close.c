@@ -30,8 +30,7 @@ void rs_abort_locked(struct rs_sock *rs, int err)
 
 	if (rs->dead)
 		return;
-	pr_debug("rdmastream: abort %d from %pS\n", err,
-		 __builtin_return_address(0));
+	trace_rdmastream_abort(sk, err, __builtin_return_address(0));
 	WRITE_ONCE(sk->sk_err, err);
 	WRITE_ONCE(sk->sk_shutdown, SHUTDOWN_MASK);
 	rs_set_state(sk, TCP_CLOSE);
@@ -46,7 +45,8 @@ void rs_abort_locked(struct rs_sock *rs, int err)
  */
 void rs_wc_error_locked(struct rs_sock *rs, const struct ib_wc *wc)
 {
-	pr_debug("rdmastream: completion %s\n", ib_wc_status_msg(wc->status));
+	if (wc->status != IB_WC_WR_FLUSH_ERR || !rs->dead)
+		trace_rdmastream_wc_error(&rs->sk, wc);
 	if (rs->established)
 		rs_abort_locked(rs, wc->status == IB_WC_RETRY_EXC_ERR ?
 				ETIMEDOUT : ECONNRESET);
@@ -108,6 +108,7 @@ void rs_teardown_work(struct work_struct *work)
 		rs_transport_destroy(rs, rs->cm_id);
 	}
 	rs_teardown_state(rs);
+	trace_rdmastream_teardown(sk, rs->fin_rcvd, rs->fin_done);
 	lock_sock(sk);
 	id = rs->cm_id;
 	rs->cm_id = NULL;

@@ -370,6 +370,7 @@ int rs_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	struct rs_sock *rs = id->context;
 	struct sock *sk = &rs->sk;
 
+	trace_rdmastream_cm_event(sk, ev);
 	if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST)
 		return rs_conn_request(rs, id, ev);
 	if (ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL)

@@ -5,6 +5,7 @@
 #include <linux/module.h>
 #include <linux/net.h>
 
+#define CREATE_TRACE_POINTS
 #include "rs.h"
 #include "../uapi/linux/rdmastream.h"
 

@@ -11,6 +11,8 @@
  */
 #include "rs_common.h"
 
+#include <sys/mount.h>
+
 #include <dirent.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -284,6 +286,81 @@ TEST_F_TIMEOUT(res, leak, 600)
 		EXPECT_EQ(base[j], now[j])
 			TH_LOG("%s: %ld before, %ld after %u s", res_names[j],
 			       base[j], now[j], settle);
+}
+
+/* ---- tracepoints ---- */
+
+static const char *tracefs(void)
+{
+	static const char * const dirs[] = {
+		"/sys/kernel/tracing", "/sys/kernel/debug/tracing",
+	};
+	static char path[128];
+	unsigned int i;
+
+	for (i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/events", dirs[i]);
+		if (!access(path, F_OK))
+			return dirs[i];
+	}
+	if (!mount("tracefs", dirs[0], "tracefs", 0, NULL))
+		return dirs[0];
+	return NULL;
+}
+
+static int trace_write(const char *dir, const char *file, const char *val)
+{
+	char path[256];
+	int fd, ret;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	fd = open(path, O_WRONLY | O_TRUNC);
+	if (fd < 0)
+		return -1;
+	ret = write(fd, val, strlen(val)) == (ssize_t)strlen(val) ? 0 : -1;
+	close(fd);
+	return ret;
+}
+
+/* A connection's life shows up in the rdmastream trace events. */
+TEST(trace_events)
+{
+	const char *dir;
+	char path[256], line[512];
+	bool cm = false, state = false, teardown = false;
+	int c, s;
+	FILE *f;
+
+	RS_SKIP_TCP("module tracepoints");
+	rs_watchdog(60);
+	dir = tracefs();
+	if (!dir)
+		SKIP(return, "no tracefs");
+	ASSERT_EQ(0, trace_write(dir, "trace", ""));
+	ASSERT_EQ(0, trace_write(dir, "events/rdmastream/enable", "1"))
+		TH_LOG("cannot enable the rdmastream events");
+	rs_pair(_metadata, &c, &s);
+	close(c);
+	close(s);
+	rs_msleep(1000);	/* the teardown work runs after close() */
+	trace_write(dir, "events/rdmastream/enable", "0");
+	snprintf(path, sizeof(path), "%s/trace", dir);
+	f = fopen(path, "r");
+	ASSERT_NE(NULL, f);
+	while (fgets(line, sizeof(line), f)) {
+		if (strstr(line, "rdmastream_cm_event") &&
+		    strstr(line, " ESTABLISHED status=0"))
+			cm = true;
+		if (strstr(line, "rdmastream_state") &&
+		    strstr(line, "-> ESTABLISHED"))
+			state = true;
+		if (strstr(line, "rdmastream_teardown"))
+			teardown = true;
+	}
+	fclose(f);
+	EXPECT_TRUE(cm);
+	EXPECT_TRUE(state);
+	EXPECT_TRUE(teardown);
 }
 
 /* ---- device removal ---- */

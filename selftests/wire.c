@@ -13,7 +13,7 @@
  *             off without closing anything (sysrq, RS_WIRE_DIE). Host 1
  *             keeps sending on one connection and must get an error within
  *             RS_WIRE_DEATH_SEC of the data stopping; on the other it sits
- *             in recv() with SO_KEEPALIVE (only reported, not asserted).
+ *             in recv() with SO_KEEPALIVE (asserted for rdmastream only).
  *             Host 2 reports its test as passed and powers off a few
  *             seconds later (RS_WIRE_DIE_DELAY), after run-tests is done.
  *
@@ -430,7 +430,13 @@ static void death_host1(struct __test_metadata *_metadata,
 	if (!(h[0].flags & HELLO_DIES))
 		SKIP(return, "host 2 will not die (see its RS_WIRE_DIE)");
 
-	/* The idle one: blocked in recv() with keepalive on. */
+	/*
+	 * The idle one: blocked in recv() with keepalive on. rdmastream
+	 * probes every keepalive_secs (module-wide): make that 2 s here.
+	 */
+	if (!rs.tcp)
+		ASSERT_EQ(0, rs_system("echo 2 > /sys/module/%s/parameters/keepalive_secs",
+				       rs_env_str("RS_MODNAME", "rdmastream")));
 	ASSERT_EQ(0, rs_setint(cs->fd[1], SOL_SOCKET, SO_KEEPALIVE, 1));
 	if (rs.tcp) {
 		rs_setint(cs->fd[1], IPPROTO_TCP, TCP_KEEPIDLE, 5);
@@ -469,15 +475,29 @@ static void death_host1(struct __test_metadata *_metadata,
 	rs_info("wire.peer_death: host 1 sent %llu bytes, then %s %.1f s after the last progress",
 		(unsigned long long)sent, strerror(errno), rs_now() - last);
 
-	/* Not asserted: TCP may legitimately wait much longer here. */
-	for (i = 0; i < 50 && !__atomic_load_n(&r.done, __ATOMIC_ACQUIRE); i++)
+	/*
+	 * Asserted for rdmastream, whose keepalive probe is an RDMA WRITE
+	 * that the dead peer never acknowledges; not for TCP, which may
+	 * legitimately wait much longer.
+	 */
+	for (i = 0; i < (rs.tcp ? 50 : (int)limit * 10) &&
+	     !__atomic_load_n(&r.done, __ATOMIC_ACQUIRE); i++)
 		rs_msleep(100);
+	if (!rs.tcp) {
+		rs_system("echo 15 > /sys/module/%s/parameters/keepalive_secs",
+			  rs_env_str("RS_MODNAME", "rdmastream"));
+		EXPECT_TRUE(__atomic_load_n(&r.done, __ATOMIC_ACQUIRE))
+			TH_LOG("idle keepalive recv still blocked");
+		EXPECT_TRUE(r.ret < 0 && death_errno(r.err))
+			TH_LOG("idle keepalive recv: %zd, %s", r.ret,
+			       strerror(r.err));
+	}
 	if (__atomic_load_n(&r.done, __ATOMIC_ACQUIRE))
 		rs_info("wire.peer_death: idle keepalive recv returned %zd (%s) %.1f s after the send error",
 			r.ret, r.ret < 0 ? strerror(r.err) : "EOF",
 			r.when - last);
 	else
-		rs_info("wire.peer_death: idle keepalive recv still blocked (not asserted)");
+		rs_info("wire.peer_death: idle keepalive recv still blocked");
 }
 
 TEST_F_TIMEOUT(wire, peer_death, 900)

@@ -18,6 +18,7 @@
 #ifndef RS_H
 #define RS_H
 
+#include <linux/sched/signal.h>
 #include <linux/types.h>
 #include <linux/workqueue.h>
 #include <net/sock.h>
@@ -178,6 +179,19 @@ static inline void rs_set_state(struct sock *sk, int state)
 	trace_rdmastream_state(sk, state);
 	/* pairs with the acquire in inet_sk_state_load() */
 	smp_store_release(&sk->sk_state, state);
+}
+
+/*
+ * Before a blocking wait: -EAGAIN when no time is left (or the call is
+ * non-blocking), the signal's errno when one is pending, else 0.
+ */
+static inline int rs_may_wait(long timeo)
+{
+	if (!timeo)
+		return -EAGAIN;
+	if (signal_pending(current))
+		return sock_intr_errno(timeo);
+	return 0;
 }
 
 extern struct proto rs_proto;

@@ -5,7 +5,6 @@
  */
 #include <linux/in.h>
 #include <linux/in6.h>
-#include <linux/sched/signal.h>
 #include <linux/sockios.h>
 #include <asm/ioctls.h>
 #include <net/ipv6.h>
@@ -259,14 +258,9 @@ static int rs_accept(struct socket *sock, struct socket *newsock, int flags,
 			err = -EINVAL;
 			break;
 		}
-		if (!timeo) {
-			err = -EAGAIN;
+		err = rs_may_wait(timeo);
+		if (err)
 			break;
-		}
-		if (signal_pending(current)) {
-			err = sock_intr_errno(timeo);
-			break;
-		}
 		add_wait_queue(sk_sleep(sk), &wait);
 		sk_wait_event(sk, &timeo, rs_accept_ready(lrs), &wait);
 		remove_wait_queue(sk_sleep(sk), &wait);

@@ -168,9 +168,8 @@ static void rs_close_conn(struct rs_sock *rs, bool abort)
 	spin_lock_bh(&rs->lock);
 	sock_set_flag(sk, SOCK_DEAD);
 	if (abort || rs_flow_rx_avail(&rs->flow) || !rs->transport) {
+		/* no-op once the transport is gone: then it is dead already */
 		rs_abort_locked(rs, ECONNRESET);
-		if (rs->cm_id || rs->transport)
-			rs_schedule_teardown(rs);
 	} else {
 		rs->flow.fin_wanted = true;
 		WRITE_ONCE(sk->sk_shutdown, SHUTDOWN_MASK);

@@ -306,6 +306,9 @@ static int rs_device_removal(struct rs_sock *rs, struct rdma_cm_id *id)
 	rs_transport_destroy(rs, id);
 	rs->cm_id = NULL;
 	release_sock(sk);
+	/* nothing left for a closed socket's orphan timer to abort */
+	if (cancel_delayed_work(&rs->orphan_work))
+		sock_put(sk);
 	sk->sk_state_change(sk);
 	sk_error_report(sk);
 	if (rs->parent) {

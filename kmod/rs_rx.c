@@ -5,7 +5,6 @@
  * recvmsg copies out of the ring and advances rx_cons, which flows back
  * to the peer in ACKs as its window.
  */
-#include <linux/sched/signal.h>
 #include <linux/uio.h>
 
 #include "rs.h"
@@ -45,6 +44,7 @@ void rs_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	struct rs_recv *r = container_of(wc->wr_cqe, struct rs_recv, cqe);
 	struct rs_sock *rs = r->rs;
 	__poll_t mask = 0;
+	bool was_fin;
 
 	spin_lock(&rs->lock);
 	if (wc->status != IB_WC_SUCCESS) {
@@ -62,10 +62,15 @@ void rs_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	} else if (wc->opcode == IB_WC_RECV && wc->byte_len >= RS_MSG_SIZE) {
 		ib_dma_sync_single_for_cpu(rs->dev, r->sge.addr, RS_MSG_SIZE,
 					   DMA_FROM_DEVICE);
+		was_fin = rs->fin_rcvd;
 		rs_ctrl_recv_locked(rs, r->msg);
-		mask = EPOLLIN | EPOLLRDNORM | EPOLLOUT | EPOLLWRNORM;
-		if (rs->fin_rcvd)
-			mask |= EPOLLRDHUP;
+		/*
+		 * Only a FIN changes what poll reports: SETUP and ACK move
+		 * the window, and the send completions that follow wake
+		 * writers (send ring space frees on completion, not on ACK).
+		 */
+		if (rs->fin_rcvd && !was_fin)
+			mask = EPOLLIN | EPOLLRDNORM | EPOLLRDHUP;
 	} else {
 		rs_abort_locked(rs, EPROTO);
 	}
@@ -173,14 +178,9 @@ int rs_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 		}
 		if (sk->sk_shutdown & RCV_SHUTDOWN)
 			break;
-		if (!timeo) {
-			err = -EAGAIN;
+		err = rs_may_wait(timeo);
+		if (err)
 			break;
-		}
-		if (signal_pending(current)) {
-			err = sock_intr_errno(timeo);
-			break;
-		}
 		rs_wait_data(rs, &timeo, skip);
 	}
 out:

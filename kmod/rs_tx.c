@@ -5,7 +5,6 @@
  * buffer as far as window, credits and send queue allow. Push runs from
  * sendmsg and from every completion that opens one of those limits.
  */
-#include <linux/sched/signal.h>
 #include <linux/uio.h>
 
 #include "rs.h"
@@ -106,10 +105,11 @@ void rs_push_locked(struct rs_sock *rs)
 				return;
 			continue;
 		case RS_TX_FIN:
-			rs_ctrl_post_locked(rs, RS_MSG_FIN);
-			continue;
 		case RS_TX_ACK:
-			rs_ctrl_post_locked(rs, RS_MSG_ACK);
+			/* the core checked credits: failing means the QP is dead */
+			if (rs_ctrl_post_locked(rs, act == RS_TX_FIN ?
+						RS_MSG_FIN : RS_MSG_ACK))
+				return;
 			continue;
 		case RS_TX_STALL_CREDIT:
 			rs->stats.credit_stalls++;
@@ -242,11 +242,12 @@ int rs_wait_connect(struct rs_sock *rs, long *timeo)
 	struct sock *sk = &rs->sk;
 	DEFINE_WAIT_FUNC(wait, woken_wake_function);
 
+	int err;
+
 	while (sk->sk_state == TCP_SYN_SENT) {
-		if (!*timeo)
-			return -EAGAIN;
-		if (signal_pending(current))
-			return sock_intr_errno(*timeo);
+		err = rs_may_wait(*timeo);
+		if (err)
+			return err;
 		add_wait_queue(sk_sleep(sk), &wait);
 		sk_wait_event(sk, timeo, sk->sk_state != TCP_SYN_SENT, &wait);
 		remove_wait_queue(sk_sleep(sk), &wait);
@@ -269,10 +270,9 @@ static long rs_wait_space(struct rs_sock *rs, long *timeo)
 		space = rs_tx_space(rs);
 		if (space)
 			return space;
-		if (!*timeo)
-			return -EAGAIN;
-		if (signal_pending(current))
-			return sock_intr_errno(*timeo);
+		err = rs_may_wait(*timeo);
+		if (err)
+			return err;
 		add_wait_queue(sk_sleep(sk), &wait);
 		sk_wait_event(sk, timeo, rs_tx_space(rs) || rs_send_error(rs, false),
 			      &wait);

@@ -26,6 +26,7 @@
 #include <rdma/rdma_cm.h>
 
 #include "rs_proto.h"
+#include "rs_adv.h"
 #include "rs_trace.h"
 
 #define RS_SQ_DEPTH		128	/* send work requests per QP */
@@ -35,27 +36,38 @@
 #define RS_RESOLVE_MS		2000
 #define RS_ORPHAN_TIMEOUT	(60 * HZ)
 #define RS_PROBE_INTERVAL	HZ	/* while a sender is stalled */
+#define RS_MAX_SGE		16	/* gather entries per direct WRITE */
+#define RS_DIRECT_PAGES		512	/* largest advertised buffer, pages */
+#define RS_CANCEL_TIMEOUT	(10 * HZ)	/* peer silent on a CANCEL */
 
 /* Control message types (wire format: docs/wire-format.md). */
 enum rs_ctl_type {
 	RS_MSG_SETUP = 1,	/* my stream buffer: address, rkey, size */
 	RS_MSG_ACK = 2,		/* credits and consumed bytes */
-	RS_MSG_FIN = 3,		/* no more data after tx_total bytes */
+	RS_MSG_FIN = 3,		/* no more data after the totals given */
 	RS_MSG_RESET = 4,	/* abort: drop the connection */
+	RS_MSG_ADVERT = 5,	/* write the next bytes here (direct) */
+	RS_MSG_DIRECT = 6,	/* bytes written into an ADVERT */
+	RS_MSG_CANCEL = 7,	/* withdraw my outstanding ADVERTs */
+	RS_MSG_CANCEL_ACK = 8,	/* ADVERTs before the CANCEL are dropped */
 };
 
 struct rs_ctl {
 	u8 type;
 	u8 version;
 	__be16 credits;		/* receive slots returned */
-	__be32 size;		/* SETUP: stream buffer bytes */
-	__be64 addr;		/* SETUP: stream buffer address */
-	__be64 cons;		/* bytes consumed (ACK, FIN), total sent (FIN) */
-	__be32 rkey;		/* SETUP: stream buffer rkey */
-	__be32 reserved;
+	__be32 len;		/* SETUP: ring size; ADVERT, DIRECT: bytes */
+	__be64 cons;		/* ring bytes consumed (window), every message */
+	__be64 addr;		/* SETUP, ADVERT: address; FIN: ring total */
+	__be64 seq;		/* ADVERT: estimate; DIRECT: offset; FIN: total */
+	__be32 rkey;		/* SETUP, ADVERT */
+	__be32 phase;		/* ADVERT */
+	__be32 id;		/* ADVERT, DIRECT: the receiver's name for it */
+	__be32 flags;		/* ADVERT: RS_ADV_F_*; DIRECT: RS_DIR_F_* */
+	u8 reserved[16];
 } __packed;
 
-#define RS_MSG_SIZE		32
+#define RS_MSG_SIZE		64
 
 /* Private data of the rdma_cm REQ and REP. */
 struct rs_cm_pdata {
@@ -75,6 +87,12 @@ struct rs_ring {
 	struct ib_mr *mr;	/* fast-registered: contiguous for the HCA */
 };
 
+/* Someone sleeping on the completion of one work request. */
+struct rs_wait {
+	bool done;
+	enum ib_wc_status status;
+};
+
 /* A send queue slot: completion context and control message buffer. */
 struct rs_send {
 	struct ib_cqe cqe;
@@ -82,8 +100,37 @@ struct rs_send {
 	u64 seq;		/* number of this work request on the QP */
 	u64 tx_end;		/* tx_sent after it (signalled writes) */
 	bool fin;
+	struct rs_wait *wait;	/* signalled WR a thread waits for */
 	struct rs_ctl *msg;
 	u64 msg_dma;
+};
+
+/* User pages pinned for one direct transfer, as the HCA sees them. */
+struct rs_pin {
+	struct page **pages;
+	unsigned int npages;
+	u32 len;
+	struct sg_table sgt;
+	int nents;		/* DMA-mapped entries; 0 while unmapped */
+	enum dma_data_direction dir;
+};
+
+/* The kernel side of an advertised receive (rs_drx slot of the same index). */
+struct rs_dslot {
+	struct ib_cqe inv_cqe;	/* LOCAL_INV: outside the send slots */
+	struct rs_sock *rs;
+	struct ib_mr *mr;	/* fast-registration MR, reused */
+	struct rs_pin pin;
+	struct rs_wait inv;	/* local invalidation */
+	bool busy;		/* a receive owns it */
+	bool registered;	/* the MR is valid: the peer may write */
+};
+
+/* A zero-copy send in flight, on its sender's stack. */
+struct rs_zsend {
+	struct list_head node;	/* rs_sock.zsends */
+	struct rs_pin pin;
+	struct rs_wait wait;
 };
 
 struct rs_recv {
@@ -107,6 +154,10 @@ struct rs_stats {
 	u64 credit_stalls;
 	u64 completions;
 	u64 probes;
+	u64 zcopy_sends;
+	u64 local_invs;
+	u64 remote_invs;
+	u64 errors;
 };
 
 struct rs_sock {
@@ -118,6 +169,8 @@ struct rs_sock {
 	struct sockaddr_storage local_sa;	/* names once established */
 	struct sockaddr_storage peer_sa;
 	int nodelay;			/* TCP_NODELAY, accepted and kept */
+	int policy;			/* RDMASTREAM_POLICY_* */
+	u32 dthresh;			/* direct threshold, 0: module's */
 
 	/* verbs resources, alive while transport is set */
 	bool transport;
@@ -127,6 +180,8 @@ struct rs_sock {
 	unsigned int cq_size;
 	struct ib_qp *qp;
 	u32 max_inline;
+	u32 max_sge;			/* per direct WRITE */
+	u32 dmax;			/* largest ADVERT, bytes */
 	struct rs_ring rx;		/* the peer writes here */
 	struct rs_ring tx;		/* we copy here and write from here */
 	struct rs_send *sends;		/* RS_SQ_DEPTH slots */
@@ -154,6 +209,15 @@ struct rs_sock {
 	u64 peer_addr;
 	u32 peer_rkey;
 	struct rs_stats stats;
+	struct rs_dtx dtx;		/* direct transfers: sending end */
+	struct rs_drx drx;		/* ...receiving end */
+	struct rs_dslot dslot[RS_ADV_SLOTS];
+	struct list_head zsends;	/* zero-copy sends in flight */
+	bool cancel_wanted;		/* CANCEL to post */
+	bool cancel_ack_wanted;		/* CANCEL_ACK to post */
+	bool drained;			/* QP drained: no peer access left */
+	unsigned long cancel_sent;	/* jiffies of the CANCEL */
+	wait_queue_head_t dwait;	/* waits that signals do not end */
 
 	/* listener */
 	struct list_head accept_q;	/* established children */
@@ -194,11 +258,25 @@ static inline int rs_may_wait(long timeo)
 	return 0;
 }
 
+/*
+ * Sleep, whatever signals come, until cond or tmo jiffies; lock_sock() is
+ * dropped meanwhile. For waits that must not end early: the HCA still
+ * uses the caller's pages. Returns what wait_event_timeout() does.
+ */
+#define rs_dwait(rs, cond, tmo) ({					\
+	long __left;							\
+	release_sock(&(rs)->sk);					\
+	__left = wait_event_timeout((rs)->dwait, cond, tmo);		\
+	lock_sock(&(rs)->sk);						\
+	__left; })
+
 extern struct proto rs_proto;
 extern const struct proto_ops rs_proto_ops;
 extern struct workqueue_struct *rs_wq;
 extern int rs_family;
 extern unsigned int rs_keepalive_secs;
+extern int rs_default_policy;
+extern unsigned int rs_default_threshold;
 
 /* Data may flow: established, or the peer has closed its side only. */
 static inline bool rs_state_open(int state)
@@ -248,10 +326,18 @@ u32 rs_sq_free(const struct rs_sock *rs);
 int rs_wait_connect(struct rs_sock *rs, long *timeo);
 int rs_post_slot(struct rs_sock *rs, struct ib_send_wr *wr, bool signal,
 		 bool fin);
+int rs_post_chain(struct rs_sock *rs, struct ib_send_wr *first,
+		  struct rs_wait *wait);
+bool rs_send_blocked(struct rs_sock *rs);
 
 /* rs_ctrl.c */
+void rs_ctl_fill(struct rs_sock *rs, struct rs_ctl *m, enum rs_ctl_type type,
+		 u32 credits);
+void rs_ctl_sge(struct rs_sock *rs, struct rs_send *s, struct ib_sge *sge,
+		struct ib_send_wr *wr);
 int rs_ctrl_post_locked(struct rs_sock *rs, enum rs_ctl_type type);
-void rs_ctrl_recv_locked(struct rs_sock *rs, const struct rs_ctl *msg);
+__poll_t rs_ctrl_recv_locked(struct rs_sock *rs, const struct rs_ctl *msg,
+			     const struct ib_wc *wc);
 void rs_reg_done(struct ib_cq *cq, struct ib_wc *wc);
 
 /* rs_rx.c */
@@ -270,6 +356,31 @@ void rs_schedule_teardown(struct rs_sock *rs);
 void rs_teardown_work(struct work_struct *work);
 void rs_orphan_work(struct work_struct *work);
 void rs_maybe_finish_locked(struct rs_sock *rs);
+
+/* rs_pin.c */
+int rs_pin_user(struct rs_pin *p, struct iov_iter *it, u32 max, bool write);
+int rs_pin_map(struct rs_pin *p, struct ib_device *dev);
+void rs_pin_unmap(struct rs_pin *p, struct ib_device *dev);
+void rs_pin_release(struct rs_pin *p);
+
+/* rs_drecv.c */
+int rs_drecv(struct rs_sock *rs, struct msghdr *msg, u32 len, int flags,
+	     long *timeo);
+bool rs_drecv_wanted(struct rs_sock *rs, struct msghdr *msg, u32 len,
+		     int flags, long timeo);
+__poll_t rs_drecv_on_direct(struct rs_sock *rs, const struct rs_ctl *m,
+			    const struct ib_wc *wc);
+void rs_dslots_unmap_locked(struct rs_sock *rs);
+int rs_dslots_alloc(struct rs_sock *rs);
+void rs_dslots_free(struct rs_sock *rs);
+
+/* rs_dsend.c */
+long rs_dsend(struct rs_sock *rs, struct msghdr *msg, u32 len, long *timeo);
+bool rs_dsend_ready(struct rs_sock *rs);
+bool rs_dsend_on_advert(struct rs_sock *rs, const struct rs_ctl *m);
+void rs_zsends_unmap_locked(struct rs_sock *rs);
+int rs_policy(const struct rs_sock *rs);
+u32 rs_threshold(const struct rs_sock *rs);
 
 /* rs_sockopt.c */
 int rs_setsockopt(struct socket *sock, int level, int optname,

@@ -61,6 +61,11 @@ struct sock *rs_sock_alloc(struct net *net, struct socket *sock, int kern,
 	sk->sk_type = SOCK_STREAM;
 	rs = rs_sk(sk);
 	spin_lock_init(&rs->lock);
+	init_waitqueue_head(&rs->dwait);
+	INIT_LIST_HEAD(&rs->zsends);
+	rs->policy = READ_ONCE(rs_default_policy);
+	if (rs->policy < 0 || rs->policy > RDMASTREAM_POLICY_INDIRECT_ONLY)
+		rs->policy = RDMASTREAM_POLICY_DYNAMIC;
 	INIT_LIST_HEAD(&rs->accept_q);
 	INIT_LIST_HEAD(&rs->accept_node);
 	INIT_WORK(&rs->teardown_work, rs_teardown_work);

@@ -45,8 +45,10 @@ void rs_abort_locked(struct rs_sock *rs, int err)
  */
 void rs_wc_error_locked(struct rs_sock *rs, const struct ib_wc *wc)
 {
-	if (wc->status != IB_WC_WR_FLUSH_ERR || !rs->dead)
+	if (wc->status != IB_WC_WR_FLUSH_ERR || !rs->dead) {
 		trace_rdmastream_wc_error(&rs->sk, wc);
+		rs->stats.errors++;
+	}
 	if (rs->established)
 		rs_abort_locked(rs, wc->status == IB_WC_RETRY_EXC_ERR ?
 				ETIMEDOUT : ECONNRESET);

@@ -218,6 +218,8 @@ static struct rs_sock *rs_child_alloc(struct rs_sock *lrs,
 	if (sock_flag(lsk, SOCK_LINGER))
 		sock_set_flag(sk, SOCK_LINGER);
 	rs->nodelay = lrs->nodelay;
+	rs->policy = READ_ONCE(lrs->policy);
+	rs->dthresh = READ_ONCE(lrs->dthresh);
 	if (sock_flag(lsk, SOCK_KEEPOPEN))
 		sock_set_flag(sk, SOCK_KEEPOPEN);
 	rs_set_state(sk, TCP_SYN_RECV);

@@ -7,8 +7,8 @@
  */
 #include "rs.h"
 
-static void rs_ctl_fill(struct rs_sock *rs, struct rs_ctl *m,
-			enum rs_ctl_type type, u32 credits)
+void rs_ctl_fill(struct rs_sock *rs, struct rs_ctl *m, enum rs_ctl_type type,
+		 u32 credits)
 {
 	memset(m, 0, sizeof(*m));
 	m->type = type;
@@ -19,10 +19,54 @@ static void rs_ctl_fill(struct rs_sock *rs, struct rs_ctl *m,
 	case RS_MSG_SETUP:
 		m->addr = cpu_to_be64(rs->rx.mr->iova);
 		m->rkey = cpu_to_be32(rs->rx.mr->rkey);
-		m->size = cpu_to_be32(rs->rx.size);
+		m->len = cpu_to_be32(rs->rx.size);
 		break;
 	case RS_MSG_FIN:
 		m->addr = cpu_to_be64(rs->flow.tx_head);
+		m->seq = cpu_to_be64(rs->dtx.seq);
+		break;
+	default:
+		break;
+	}
+}
+
+/* Point the work request at slot s's message: inline when the QP can. */
+void rs_ctl_sge(struct rs_sock *rs, struct rs_send *s, struct ib_sge *sge,
+		struct ib_send_wr *wr)
+{
+	sge->length = RS_MSG_SIZE;
+	if (rs->max_inline >= RS_MSG_SIZE) {
+		sge->addr = (uintptr_t)s->msg;
+		sge->lkey = 0;
+		wr->send_flags |= IB_SEND_INLINE;
+	} else {
+		sge->addr = s->msg_dma;
+		sge->lkey = rs->pd->local_dma_lkey;
+		ib_dma_sync_single_for_device(rs->dev, s->msg_dma, RS_MSG_SIZE,
+					      DMA_TO_DEVICE);
+	}
+	wr->sg_list = sge;
+	wr->num_sge = 1;
+}
+
+static void rs_ctrl_sent(struct rs_sock *rs, enum rs_ctl_type type)
+{
+	rs_flow_msg_sent(&rs->flow);
+	rs_flow_window_sent(&rs->flow);
+	rs->stats.ctrl_sent++;
+	switch (type) {
+	case RS_MSG_FIN:
+		rs->flow.fin_sent = true;
+		break;
+	case RS_MSG_SETUP:
+		rs->flow.setup_sent = true;
+		break;
+	case RS_MSG_CANCEL:
+		rs->cancel_wanted = false;
+		rs->cancel_sent = jiffies;
+		break;
+	case RS_MSG_CANCEL_ACK:
+		rs->cancel_ack_wanted = false;
 		break;
 	default:
 		break;
@@ -42,38 +86,20 @@ int rs_ctrl_post_locked(struct rs_sock *rs, enum rs_ctl_type type)
 		return -EAGAIN;
 	credits = rs_flow_take_owed(&rs->flow);
 	rs_ctl_fill(rs, s->msg, type, credits);
-	sge.length = RS_MSG_SIZE;
-	if (rs->max_inline >= RS_MSG_SIZE) {
-		sge.addr = (uintptr_t)s->msg;
-		sge.lkey = 0;
-		wr.send_flags = IB_SEND_INLINE;
-	} else {
-		sge.addr = s->msg_dma;
-		sge.lkey = rs->pd->local_dma_lkey;
-		ib_dma_sync_single_for_device(rs->dev, s->msg_dma, RS_MSG_SIZE,
-					      DMA_TO_DEVICE);
-	}
+	rs_ctl_sge(rs, s, &sge, &wr);
 	wr.opcode = IB_WR_SEND;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
 	if (rs_post_slot(rs, &wr, type == RS_MSG_FIN, type == RS_MSG_FIN)) {
 		rs->flow.owed += credits;
 		rs_abort_locked(rs, ECONNRESET);
 		return -EIO;
 	}
-	rs_flow_msg_sent(&rs->flow);
-	rs_flow_window_sent(&rs->flow);
-	rs->stats.ctrl_sent++;
-	if (type == RS_MSG_FIN)
-		rs->flow.fin_sent = true;
-	if (type == RS_MSG_SETUP)
-		rs->flow.setup_sent = true;
+	rs_ctrl_sent(rs, type);
 	return 0;
 }
 
 static bool rs_ctrl_setup(struct rs_sock *rs, const struct rs_ctl *m)
 {
-	u32 size = be32_to_cpu(m->size);
+	u32 size = be32_to_cpu(m->len);
 
 	if (rs->peer_ready || size < RS_RING_MIN || size > RS_RING_MAX ||
 	    (size & (size - 1)))
@@ -90,43 +116,81 @@ static bool rs_ctrl_fin(struct rs_sock *rs, const struct rs_ctl *m)
 {
 	struct sock *sk = &rs->sk;
 
-	if (rs->fin_rcvd || be64_to_cpu(m->addr) != rs->flow.rx_prod)
+	if (rs->fin_rcvd || be64_to_cpu(m->addr) != rs->flow.rx_prod ||
+	    be64_to_cpu(m->seq) != rs->drx.in)
 		return false;
 	rs->fin_rcvd = true;
+	rs_drx_end(&rs->drx);
 	WRITE_ONCE(sk->sk_shutdown, sk->sk_shutdown | RCV_SHUTDOWN);
 	if (sk->sk_state == TCP_ESTABLISHED)
 		rs_set_state(sk, TCP_CLOSE_WAIT);
 	return true;
 }
 
-/* A control message arrived; rs->lock is held. */
-void rs_ctrl_recv_locked(struct rs_sock *rs, const struct rs_ctl *m)
+/*
+ * The peer withdrew its ADVERTs: drop them and answer; the answer goes
+ * behind any DIRECT already posted for them.
+ */
+static bool rs_ctrl_cancel(struct rs_sock *rs)
 {
-	bool ok;
+	if (rs->cancel_ack_wanted)
+		return false;	/* one CANCEL at a time */
+	rs_dtx_on_cancel(&rs->dtx);
+	rs->cancel_ack_wanted = true;
+	return true;
+}
+
+/*
+ * What a message means for sleepers: EPOLLIN for readers (an ADVERT of
+ * ours settled or the stream ended), EPOLLOUT for writers (an ADVERT to
+ * write into), EPOLLERR for a broken protocol.
+ */
+static __poll_t rs_ctrl_dispatch(struct rs_sock *rs, const struct rs_ctl *m,
+				 const struct ib_wc *wc)
+{
+	__poll_t in = EPOLLIN | EPOLLRDNORM;
+
+	switch (m->type) {
+	case RS_MSG_SETUP:
+		return rs_ctrl_setup(rs, m) ? EPOLLOUT : EPOLLERR;
+	case RS_MSG_ACK:
+		return 0;
+	case RS_MSG_FIN:
+		return rs_ctrl_fin(rs, m) ? in | EPOLLRDHUP : EPOLLERR;
+	case RS_MSG_ADVERT:
+		return rs_dsend_on_advert(rs, m) ? EPOLLOUT : EPOLLERR;
+	case RS_MSG_DIRECT:
+		return rs_drecv_on_direct(rs, m, wc);
+	case RS_MSG_CANCEL:
+		return rs_ctrl_cancel(rs) ? 0 : EPOLLERR;
+	case RS_MSG_CANCEL_ACK:
+		return rs_drx_on_cancel_ack(&rs->drx) ? in : EPOLLERR;
+	default:
+		return EPOLLERR;
+	}
+}
+
+/* A control message arrived; rs->lock is held. Returns wake-up events. */
+__poll_t rs_ctrl_recv_locked(struct rs_sock *rs, const struct rs_ctl *m,
+			     const struct ib_wc *wc)
+{
+	__poll_t mask;
 
 	rs->stats.ctrl_received++;
 	if (m->version != RS_PROTO_VERSION ||
 	    !rs_flow_on_credits(&rs->flow, be16_to_cpu(m->credits)) ||
 	    !rs_flow_on_window(&rs->flow, be64_to_cpu(m->cons))) {
 		rs_abort_locked(rs, EPROTO);
-		return;
+		return EPOLLERR;
 	}
-	switch (m->type) {
-	case RS_MSG_SETUP:
-		ok = rs_ctrl_setup(rs, m);
-		break;
-	case RS_MSG_ACK:
-		ok = true;
-		break;
-	case RS_MSG_FIN:
-		ok = rs_ctrl_fin(rs, m);
-		break;
-	default:
-		ok = false;
-		break;
-	}
-	if (!ok)
+	if (m->type != RS_MSG_DIRECT && (wc->wc_flags & IB_WC_WITH_INVALIDATE)) {
 		rs_abort_locked(rs, EPROTO);
+		return EPOLLERR;
+	}
+	mask = rs_ctrl_dispatch(rs, m, wc);
+	if (mask & EPOLLERR)
+		rs_abort_locked(rs, EPROTO);
+	return mask;
 }
 
 /* Both rings are registered: tell the peer where to write. */

@@ -19,6 +19,15 @@ module_param_named(keepalive_secs, rs_keepalive_secs, uint, 0644);
 MODULE_PARM_DESC(keepalive_secs,
 		 "probe interval of SO_KEEPALIVE connections (default 15)");
 
+int rs_default_policy = RDMASTREAM_POLICY_DYNAMIC;
+module_param_named(policy, rs_default_policy, int, 0644);
+MODULE_PARM_DESC(policy, "transfer policy of new sockets: 0 dynamic (default), 1 direct-only, 2 indirect-only");
+
+unsigned int rs_default_threshold = 32768;
+module_param_named(direct_threshold, rs_default_threshold, uint, 0644);
+MODULE_PARM_DESC(direct_threshold,
+		 "smallest receive buffer advertised for direct transfer (default 32768)");
+
 struct workqueue_struct *rs_wq;
 
 struct proto rs_proto = {
@@ -53,6 +62,12 @@ static int __init rs_init(void)
 
 	if (!rs_keepalive_secs)
 		rs_keepalive_secs = 1;
+	if (rs_default_policy < RDMASTREAM_POLICY_DYNAMIC ||
+	    rs_default_policy > RDMASTREAM_POLICY_INDIRECT_ONLY) {
+		pr_err("rdmastream: policy %d is not 0, 1 or 2\n",
+		       rs_default_policy);
+		return -EINVAL;
+	}
 	if (rs_family <= 0 || rs_family >= NPROTO) {
 		pr_err("rdmastream: family %d out of range 1..%d\n",
 		       rs_family, NPROTO - 1);

@@ -21,7 +21,7 @@ typedef uint16_t u16;
 typedef uint8_t u8;
 #endif
 
-#define RS_PROTO_VERSION	1
+#define RS_PROTO_VERSION	2
 
 /* Immediate data of an indirect RDMA WRITE WITH IMMEDIATE. */
 #define RS_IMM_LEN_BITS		24

@@ -101,10 +101,13 @@ static int rs_qp_create(struct rs_sock *rs, struct rdma_cm_id *id)
 		.sq_sig_type = IB_SIGNAL_REQ_WR,
 		.qp_type = IB_QPT_RC,
 		.cap = {
-			/* one more of each for ib_drain_qp() */
-			.max_send_wr = RS_SQ_DEPTH + 1,
+			/*
+			 * one more of each for ib_drain_qp(), and room for
+			 * one LOCAL_INV per ADVERT slot
+			 */
+			.max_send_wr = RS_SQ_DEPTH + RS_ADV_SLOTS + 1,
 			.max_recv_wr = RS_RQ_DEPTH + 1,
-			.max_send_sge = 2,
+			.max_send_sge = rs->max_sge,
 			.max_recv_sge = 1,
 			.max_inline_data = RS_MAX_INLINE,
 		},
@@ -150,6 +153,7 @@ int rs_transport_create(struct rs_sock *rs, struct rdma_cm_id *id)
 
 	if (dev->attrs.max_send_sge < 2)
 		return -EOPNOTSUPP;
+	rs->max_sge = min_t(u32, dev->attrs.max_send_sge, RS_MAX_SGE);
 	rx_size = rs_ring_size(rs->rcvbuf_ring, max_ring);
 	tx_size = rs_ring_size(rs->sndbuf_ring, max_ring);
 	rs->dev = dev;
@@ -161,7 +165,7 @@ int rs_transport_create(struct rs_sock *rs, struct rdma_cm_id *id)
 		rs->pd = NULL;
 		return ret;
 	}
-	rs->cq_size = RS_SQ_DEPTH + RS_RQ_DEPTH + 2;
+	rs->cq_size = RS_SQ_DEPTH + RS_ADV_SLOTS + RS_RQ_DEPTH + 2;
 	rs->cq = ib_cq_pool_get(dev, rs->cq_size, -1, IB_POLL_SOFTIRQ);
 	if (IS_ERR(rs->cq)) {
 		ret = PTR_ERR(rs->cq);
@@ -172,6 +176,9 @@ int rs_transport_create(struct rs_sock *rs, struct rdma_cm_id *id)
 	if (ret)
 		return ret;
 	ret = rs_slots_alloc(rs);
+	if (ret)
+		return ret;
+	ret = rs_dslots_alloc(rs);
 	if (ret)
 		return ret;
 	ret = rs_ring_alloc(&rs->rx, rx_size);
@@ -238,9 +245,18 @@ void rs_transport_destroy(struct rs_sock *rs, struct rdma_cm_id *id)
 	del_timer_sync(&rs->probe_timer);	/* rs->dead stops re-arming */
 	if (rs->qp) {
 		ib_drain_qp(rs->qp);
+		/* no peer can reach any buffer now: release the HCA's view */
+		spin_lock_bh(&rs->lock);
+		rs_dslots_unmap_locked(rs);
+		rs_zsends_unmap_locked(rs);
+		rs->drained = true;
+		rs_drx_end(&rs->drx);
+		spin_unlock_bh(&rs->lock);
+		wake_up_all(&rs->dwait);
 		rdma_destroy_qp(id);
 		rs->qp = NULL;
 	}
+	rs_dslots_free(rs);
 	rs_ring_unmap(&rs->rx, dev, DMA_FROM_DEVICE);
 	rs_ring_unmap(&rs->tx, dev, DMA_TO_DEVICE);
 	rs_slots_free(rs);

@@ -28,6 +28,7 @@ int rs_post_recv_locked(struct rs_sock *rs, struct rs_recv *r)
 	return ret;
 }
 
+/* Indirect bytes landed in the stream buffer; false if that is invalid. */
 static bool rs_recv_data_locked(struct rs_sock *rs, u32 imm)
 {
 	u32 len, credits;
@@ -35,16 +36,40 @@ static bool rs_recv_data_locked(struct rs_sock *rs, u32 imm)
 	if (imm & RS_IMM_DIRECT)
 		return false;
 	rs_imm_decode(imm, &len, &credits);
-	return rs_flow_on_credits(&rs->flow, credits) &&
-	       rs_flow_on_data(&rs->flow, len);
+	if (!rs_flow_on_credits(&rs->flow, credits) ||
+	    !rs_flow_on_data(&rs->flow, len))
+		return false;
+	/* our live ADVERTs are overtaken: their receivers go to the ring */
+	rs_drx_on_indirect(&rs->drx, len);
+	return true;
+}
+
+static __poll_t rs_recv_msg_locked(struct rs_sock *rs, struct rs_recv *r,
+				   const struct ib_wc *wc)
+{
+	if (wc->opcode == IB_WC_RECV_RDMA_WITH_IMM) {
+		if (!rs_recv_data_locked(rs, be32_to_cpu(wc->ex.imm_data)))
+			rs_abort_locked(rs, EPROTO);
+		else if (sock_flag(&rs->sk, SOCK_DEAD))
+			/* nobody will read it: reset the peer, as TCP does */
+			rs_abort_locked(rs, ECONNRESET);
+		return EPOLLIN | EPOLLRDNORM;
+	}
+	if (wc->opcode == IB_WC_RECV && wc->byte_len >= RS_MSG_SIZE) {
+		ib_dma_sync_single_for_cpu(rs->dev, r->sge.addr, RS_MSG_SIZE,
+					   DMA_FROM_DEVICE);
+		return rs_ctrl_recv_locked(rs, r->msg, wc);
+	}
+	rs_abort_locked(rs, EPROTO);
+	return EPOLLERR;
 }
 
 void rs_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct rs_recv *r = container_of(wc->wr_cqe, struct rs_recv, cqe);
 	struct rs_sock *rs = r->rs;
-	__poll_t mask = 0;
-	bool was_fin;
+	__poll_t mask;
+	u32 credits;
 
 	spin_lock(&rs->lock);
 	if (wc->status != IB_WC_SUCCESS) {
@@ -52,32 +77,22 @@ void rs_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 		spin_unlock(&rs->lock);
 		return;
 	}
-	if (wc->opcode == IB_WC_RECV_RDMA_WITH_IMM) {
-		if (!rs_recv_data_locked(rs, be32_to_cpu(wc->ex.imm_data)))
-			rs_abort_locked(rs, EPROTO);
-		else if (sock_flag(&rs->sk, SOCK_DEAD))
-			/* nobody will read it: reset the peer, as TCP does */
-			rs_abort_locked(rs, ECONNRESET);
-		mask = EPOLLIN | EPOLLRDNORM;
-	} else if (wc->opcode == IB_WC_RECV && wc->byte_len >= RS_MSG_SIZE) {
-		ib_dma_sync_single_for_cpu(rs->dev, r->sge.addr, RS_MSG_SIZE,
-					   DMA_FROM_DEVICE);
-		was_fin = rs->fin_rcvd;
-		rs_ctrl_recv_locked(rs, r->msg);
-		/*
-		 * Only a FIN changes what poll reports: SETUP and ACK move
-		 * the window, and the send completions that follow wake
-		 * writers (send ring space frees on completion, not on ACK).
-		 */
-		if (rs->fin_rcvd && !was_fin)
-			mask = EPOLLIN | EPOLLRDNORM | EPOLLRDHUP;
-	} else {
-		rs_abort_locked(rs, EPROTO);
-	}
+	credits = rs->flow.credits;
+	mask = rs_recv_msg_locked(rs, r, wc);
+	/* a direct sender may be waiting for its first spare credits */
+	if (credits < 2 && rs->flow.credits >= 2)
+		mask |= EPOLLOUT;
 	if (!rs->dead && rs_post_recv_locked(rs, r))
 		rs_abort_locked(rs, ECONNRESET);
 	rs_push_locked(rs);
 	spin_unlock(&rs->lock);
+	/*
+	 * SETUP and ACK move the window; the send completions that follow
+	 * wake writers (send ring space frees on completion, not on ACK).
+	 */
+	mask &= ~EPOLLERR;	/* the abort reported it */
+	if (mask & EPOLLIN)
+		wake_up_all(&rs->dwait);
 	if (mask)
 		rs_wake(&rs->sk, mask);
 }
@@ -181,6 +196,24 @@ int rs_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 		err = rs_may_wait(timeo);
 		if (err)
 			break;
+		if (rs_drecv_wanted(rs, msg, len - copied, flags, timeo)) {
+			int got = rs_drecv(rs, msg, min_t(size_t, len - copied,
+							  1U << 30),
+					   flags, &timeo);
+
+			if (got > 0) {
+				copied += got;
+				if (copied >= target)
+					break;
+				continue;
+			}
+			if (got != -EOPNOTSUPP) {
+				err = got;
+				if (err)
+					break;
+				continue;
+			}
+		}
 		rs_wait_data(rs, &timeo, skip);
 	}
 out:

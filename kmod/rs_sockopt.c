@@ -10,25 +10,78 @@
 #include "rs.h"
 #include "../uapi/linux/rdmastream.h"
 
+static int rs_set_rdmastream(struct rs_sock *rs, int optname, int val)
+{
+	switch (optname) {
+	case RDMASTREAM_POLICY:
+		if (val < RDMASTREAM_POLICY_DYNAMIC ||
+		    val > RDMASTREAM_POLICY_INDIRECT_ONLY)
+			return -EINVAL;
+		WRITE_ONCE(rs->policy, val);
+		return 0;
+	case RDMASTREAM_DIRECT_THRESHOLD:
+		if (val < 0)
+			return -EINVAL;
+		WRITE_ONCE(rs->dthresh, val);
+		return 0;
+	case RDMASTREAM_INFO:
+		return -EOPNOTSUPP;	/* read-only */
+	default:
+		return -ENOPROTOOPT;
+	}
+}
+
 int rs_setsockopt(struct socket *sock, int level, int optname,
 		  sockptr_t optval, unsigned int optlen)
 {
 	struct rs_sock *rs = rs_sk(sock->sk);
 	int val;
 
-	if (level == SOL_RDMASTREAM)
-		return optname == RDMASTREAM_INFO ? -EOPNOTSUPP : -ENOPROTOOPT;
-	if (level != SOL_TCP)
+	if (level == SOL_RDMASTREAM && optname == RDMASTREAM_INFO)
+		return -EOPNOTSUPP;
+	if (level == SOL_RDMASTREAM && optname != RDMASTREAM_POLICY &&
+	    optname != RDMASTREAM_DIRECT_THRESHOLD)
 		return -ENOPROTOOPT;
-	if (optname != TCP_NODELAY)
+	if (level != SOL_RDMASTREAM &&
+	    (level != SOL_TCP || optname != TCP_NODELAY))
 		return -ENOPROTOOPT;
 	if (optlen < sizeof(int))
 		return -EINVAL;
 	if (copy_from_sockptr(&val, optval, sizeof(val)))
 		return -EFAULT;
+	if (level == SOL_RDMASTREAM)
+		return rs_set_rdmastream(rs, optname, val);
 	/* writes are never delayed: record the choice and report it back */
 	WRITE_ONCE(rs->nodelay, !!val);
 	return 0;
+}
+
+static void rs_info_direct(struct rs_sock *rs, struct rdmastream_info *info)
+{
+	const struct rs_dtx_stats *t = &rs->dtx.st;
+	const struct rs_drx_stats *r = &rs->drx.st;
+
+	info->rsi_policy = rs_policy(rs);
+	info->rsi_direct_threshold = rs_threshold(rs);
+	info->rsi_tx_phase = rs->dtx.phase;
+	info->rsi_rx_phase = rs->drx.phase;
+	info->rsi_direct_bytes_sent = t->direct_bytes;
+	info->rsi_indirect_bytes_sent = t->indirect_bytes;
+	info->rsi_direct_bytes_received = r->direct_bytes;
+	info->rsi_indirect_bytes_received = r->indirect_bytes;
+	info->rsi_adverts_sent = r->adverts;
+	info->rsi_adverts_filled = r->used;
+	info->rsi_adverts_dead = r->dead;
+	info->rsi_adverts_cancelled = r->cancelled;
+	info->rsi_adverts_received = t->adverts;
+	info->rsi_adverts_used = t->used;
+	info->rsi_adverts_stale = t->stale;
+	info->rsi_tx_phase_switches = t->switches;
+	info->rsi_rx_phase_switches = r->switches;
+	info->rsi_zcopy_sends = rs->stats.zcopy_sends;
+	info->rsi_local_invalidates = rs->stats.local_invs;
+	info->rsi_remote_invalidates = rs->stats.remote_invs;
+	info->rsi_errors = rs->stats.errors;
 }
 
 static void rs_info_fill(struct rs_sock *rs, struct rdmastream_info *info)
@@ -60,6 +113,7 @@ static void rs_info_fill(struct rs_sock *rs, struct rdmastream_info *info)
 	info->rsi_credit_stalls = rs->stats.credit_stalls;
 	info->rsi_completions = rs->stats.completions;
 	info->rsi_probes = rs->stats.probes;
+	rs_info_direct(rs, info);
 	spin_unlock_bh(&rs->lock);
 }
 
@@ -81,9 +135,15 @@ int rs_getsockopt(struct socket *sock, int level, int optname,
 			return -EFAULT;
 		return 0;
 	}
-	if (level != SOL_TCP || optname != TCP_NODELAY)
+	if (level == SOL_RDMASTREAM && optname == RDMASTREAM_POLICY)
+		val = rs_policy(rs);
+	else if (level == SOL_RDMASTREAM &&
+		 optname == RDMASTREAM_DIRECT_THRESHOLD)
+		val = rs_threshold(rs);
+	else if (level == SOL_TCP && optname == TCP_NODELAY)
+		val = READ_ONCE(rs->nodelay);
+	else
 		return -ENOPROTOOPT;
-	val = READ_ONCE(rs->nodelay);
 	len = min_t(int, len, sizeof(val));
 	if (put_user(len, optlen) || copy_to_user(optval, &val, len))
 		return -EFAULT;

@@ -8,6 +8,7 @@
 #include <linux/uio.h>
 
 #include "rs.h"
+#include "../uapi/linux/rdmastream.h"
 
 #define RS_COPY_CHUNK	(64U << 10)	/* copy, then push, this much */
 
@@ -31,6 +32,7 @@ int rs_post_slot(struct rs_sock *rs, struct ib_send_wr *wr, bool signal,
 	s->seq = rs->sq_posted;
 	s->tx_end = rs->flow.tx_sent;
 	s->fin = fin;
+	s->wait = NULL;
 	wr->wr_cqe = &s->cqe;
 	if (signal) {
 		wr->send_flags |= IB_SEND_SIGNALED;
@@ -40,6 +42,43 @@ int rs_post_slot(struct rs_sock *rs, struct ib_send_wr *wr, bool signal,
 	if (ret)
 		return ret;
 	rs->sq_posted++;
+	return 0;
+}
+
+/*
+ * Post a chain of work requests with one doorbell, each in the next send
+ * slot. The last is signalled when wait is given (its completion, or its
+ * flush, sets wait->done) or when the periodic signalling asks for it.
+ */
+int rs_post_chain(struct rs_sock *rs, struct ib_send_wr *first,
+		  struct rs_wait *wait)
+{
+	struct ib_send_wr *wr;
+	u64 seq = rs->sq_posted;
+	int ret;
+
+	for (wr = first; wr; wr = wr->next, seq++) {
+		struct rs_send *s = &rs->sends[seq % RS_SQ_DEPTH];
+
+		s->seq = seq;
+		s->tx_end = rs->flow.tx_sent;
+		s->fin = false;
+		s->wait = NULL;
+		wr->wr_cqe = &s->cqe;
+		if (seq - rs->sq_signaled >= RS_SIGNAL_EVERY ||
+		    (!wr->next && wait)) {
+			wr->send_flags |= IB_SEND_SIGNALED;
+			rs->sq_signaled = seq;
+		}
+		if (!wr->next && wait) {
+			wait->done = false;
+			s->wait = wait;
+		}
+	}
+	ret = ib_post_send(rs->qp, first, NULL);
+	if (ret)
+		return ret;
+	rs->sq_posted = seq;
 	return 0;
 }
 
@@ -98,6 +137,14 @@ void rs_push_locked(struct rs_sock *rs)
 	if (!rs->transport)
 		return;
 	while (!rs->dead && rs_sq_free(rs)) {
+		if (rs->cancel_wanted || rs->cancel_ack_wanted) {
+			enum rs_ctl_type t = rs->cancel_ack_wanted ?
+				RS_MSG_CANCEL_ACK : RS_MSG_CANCEL;
+
+			if (rs_ctrl_post_locked(rs, t))
+				return;	/* credits come back with the peer's next */
+			continue;
+		}
 		act = rs_flow_next(&rs->flow, &c);
 		switch (act) {
 		case RS_TX_DATA:
@@ -198,6 +245,12 @@ void rs_send_done(struct ib_cq *cq, struct ib_wc *wc)
 	bool writable;
 
 	spin_lock(&rs->lock);
+	if (s->wait) {
+		s->wait->status = wc->status;
+		s->wait->done = true;
+		s->wait = NULL;
+		wake_up_all(&rs->dwait);
+	}
 	if (wc->status != IB_WC_SUCCESS) {
 		rs_wc_error_locked(rs, wc);
 		spin_unlock(&rs->lock);
@@ -255,8 +308,11 @@ int rs_wait_connect(struct rs_sock *rs, long *timeo)
 	return 0;
 }
 
-/* Wait for send ring space; returns the space or a negative error. */
-static long rs_wait_space(struct rs_sock *rs, long *timeo)
+/*
+ * Wait for send ring space; returns the space, 0 when a usable ADVERT came
+ * first (direct set: the caller tries a direct send), or a negative error.
+ */
+static long rs_wait_space(struct rs_sock *rs, long *timeo, bool direct)
 {
 	struct sock *sk = &rs->sk;
 	DEFINE_WAIT_FUNC(wait, woken_wake_function);
@@ -270,14 +326,58 @@ static long rs_wait_space(struct rs_sock *rs, long *timeo)
 		space = rs_tx_space(rs);
 		if (space)
 			return space;
+		if (direct && rs_dsend_ready(rs))
+			return 0;
 		err = rs_may_wait(*timeo);
 		if (err)
 			return err;
 		add_wait_queue(sk_sleep(sk), &wait);
-		sk_wait_event(sk, timeo, rs_tx_space(rs) || rs_send_error(rs, false),
-			      &wait);
+		sk_wait_event(sk, timeo, rs_tx_space(rs) ||
+			      rs_send_error(rs, false) ||
+			      (direct && rs_dsend_ready(rs)), &wait);
 		remove_wait_queue(sk_sleep(sk), &wait);
 	}
+}
+
+/* Direct-only: wait until an ADVERT can be written into. */
+static int rs_wait_advert(struct rs_sock *rs, long *timeo)
+{
+	struct sock *sk = &rs->sk;
+	DEFINE_WAIT_FUNC(wait, woken_wake_function);
+	int err;
+
+	for (;;) {
+		err = rs_send_error(rs, true);
+		if (err || rs_dsend_ready(rs))
+			return err;
+		err = rs_may_wait(*timeo);
+		if (err)
+			return err;
+		add_wait_queue(sk_sleep(sk), &wait);
+		sk_wait_event(sk, timeo, rs_dsend_ready(rs) ||
+			      rs_send_error(rs, false), &wait);
+		remove_wait_queue(sk_sleep(sk), &wait);
+	}
+}
+
+/* Copy up to space bytes into the send ring and commit them indirect. */
+static int rs_send_indirect(struct rs_sock *rs, struct msghdr *msg,
+			    u32 space, size_t left, size_t *copied)
+{
+	u32 n = min_t(size_t, min_t(u32, space, RS_COPY_CHUNK), left);
+	u32 off = (u32)rs->flow.tx_head & (rs->tx.size - 1);
+	int err;
+
+	err = rs_ring_copy_in(&rs->tx, off, &msg->msg_iter, n);
+	if (err)
+		return err;
+	*copied += n;
+	spin_lock_bh(&rs->lock);
+	rs->flow.tx_head += n;
+	rs_dtx_indirect_sent(&rs->dtx, n);
+	rs_push_locked(rs);
+	spin_unlock_bh(&rs->lock);
+	return 0;
 }
 
 int rs_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
@@ -286,7 +386,8 @@ int rs_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
 	struct rs_sock *rs = rs_sk(sk);
 	int flags = msg->msg_flags;
 	size_t copied = 0;
-	long timeo, space;
+	long timeo, ret;
+	bool direct;
 	int err;
 
 	if (flags & MSG_OOB)
@@ -296,25 +397,30 @@ int rs_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
 	err = rs_wait_connect(rs, &timeo);
 	if (!err)
 		err = rs_send_error(rs, true);
+	direct = rs_policy(rs) != RDMASTREAM_POLICY_INDIRECT_ONLY &&
+		 user_backed_iter(&msg->msg_iter);
 	while (!err && copied < len) {
-		u32 n, off;
-
-		space = rs_wait_space(rs, &timeo);
-		if (space < 0) {
-			err = space;
-			break;
+		if (direct) {
+			ret = rs_dsend(rs, msg, min_t(size_t, len - copied,
+						      1U << 30), &timeo);
+			if (ret > 0) {
+				copied += ret;
+				continue;
+			}
+			err = ret ? ret : rs_send_error(rs, true);
+			if (!err && rs_policy(rs) ==
+			    RDMASTREAM_POLICY_DIRECT_ONLY)
+				err = rs_wait_advert(rs, &timeo);
+			if (err || rs_policy(rs) ==
+			    RDMASTREAM_POLICY_DIRECT_ONLY)
+				continue;
 		}
-		n = min_t(size_t, min_t(u32, space, RS_COPY_CHUNK),
-			  len - copied);
-		off = (u32)rs->flow.tx_head & (rs->tx.size - 1);
-		err = rs_ring_copy_in(&rs->tx, off, &msg->msg_iter, n);
-		if (err)
-			break;
-		copied += n;
-		spin_lock_bh(&rs->lock);
-		rs->flow.tx_head += n;
-		rs_push_locked(rs);
-		spin_unlock_bh(&rs->lock);
+		ret = rs_wait_space(rs, &timeo, direct);
+		if (ret < 0)
+			err = ret;
+		else if (ret > 0)
+			err = rs_send_indirect(rs, msg, ret, len - copied,
+					       &copied);
 	}
 	release_sock(sk);
 	if (copied)

@@ -23,8 +23,8 @@
 #include <infiniband/verbs.h>
 
 #define SLOTS		64	/* RS_RQ_DEPTH: both sides post this many */
-#define MSG		32
-#define WIRE_VERSION	1
+#define MSG		64
+#define WIRE_VERSION	2
 
 enum attack { LEGIT, PAST_END, BEFORE, READ, BAD_RKEY, OVERRUN };
 
@@ -78,7 +78,7 @@ static int peer_connect(struct peer *p, const struct sockaddr_in *sin)
 			 .max_send_sge = 1, .max_recv_sge = 1 },
 		.qp_type = IBV_QPT_RC,
 	};
-	/* private data: version 1, 64 receive slots, 64 KiB (informative) */
+	/* private data: version 2, 64 receive slots, 64 KiB (informative) */
 	uint8_t pdata[8] = { WIRE_VERSION, 0, 0, SLOTS, 0, 1, 0, 0 };
 	struct rdma_conn_param cp = {
 		.private_data = pdata, .private_data_len = sizeof(pdata),
@@ -140,9 +140,9 @@ static int peer_setup(struct peer *p)
 		return -1;
 	memcpy(&be32, m + 4, 4);
 	p->size = ntohl(be32);
-	memcpy(&be64, m + 8, 8);
+	memcpy(&be64, m + 16, 8);
 	p->addr = be64toh(be64);
-	memcpy(&be32, m + 24, 4);
+	memcpy(&be32, m + 32, 4);
 	p->rkey = ntohl(be32);
 	return 0;
 }

@@ -26,6 +26,32 @@
 
 /* getsockopt only: struct rdmastream_info, like TCP_INFO. */
 #define RDMASTREAM_INFO		1
+/*
+ * int: how data moves (RDMASTREAM_POLICY_*). Set before or after connect;
+ * a connected socket applies it to its next send and receive.
+ */
+#define RDMASTREAM_POLICY	2
+/*
+ * int: the smallest receive buffer, in bytes, that a blocking recv()
+ * advertises for a direct transfer (policy dynamic). 0 means the module's
+ * default (module parameter direct_threshold).
+ */
+#define RDMASTREAM_DIRECT_THRESHOLD	3
+
+/*
+ * Transfer policies. Dynamic (the default) writes straight into the
+ * receiver's buffer when it has advertised one and through the receiver's
+ * stream buffer otherwise, switching automatically. Direct-only makes a
+ * sender wait for an advertised buffer and a receiver advertise every
+ * blocking receive (a non-blocking one finds no data). Indirect-only never
+ * advertises and never writes direct. The two are the baselines of the
+ * MacArthur-Russell evaluation; each end follows its own socket's policy.
+ */
+enum {
+	RDMASTREAM_POLICY_DYNAMIC = 0,
+	RDMASTREAM_POLICY_DIRECT_ONLY = 1,
+	RDMASTREAM_POLICY_INDIRECT_ONLY = 2,
+};
 
 /* Connection states reported in rdmastream_info.rsi_state (TCP numbering). */
 enum {
@@ -57,6 +83,28 @@ struct rdmastream_info {
 	__u64	rsi_credit_stalls;	/* pushes stopped by lack of credits */
 	__u64	rsi_completions;	/* send completions processed */
 	__u64	rsi_probes;		/* zero-length liveness writes posted */
+	/* direct transfers; sizes grow only by appending after this point */
+	__u32	rsi_policy;		/* RDMASTREAM_POLICY_* in effect */
+	__u32	rsi_direct_threshold;	/* bytes, as in effect */
+	__u32	rsi_tx_phase;		/* sender's phase: odd = direct */
+	__u32	rsi_rx_phase;		/* receiver's phase: odd = direct */
+	__u64	rsi_direct_bytes_sent;	/* written straight into peer buffers */
+	__u64	rsi_indirect_bytes_sent;	/* sent through the peer's ring */
+	__u64	rsi_direct_bytes_received;	/* landed in our own buffers */
+	__u64	rsi_indirect_bytes_received;	/* arrived in our stream buffer */
+	__u64	rsi_adverts_sent;	/* receive buffers advertised */
+	__u64	rsi_adverts_filled;	/* ...that received direct data */
+	__u64	rsi_adverts_dead;	/* ...overtaken by indirect data or FIN */
+	__u64	rsi_adverts_cancelled;	/* ...withdrawn (timeout, signal) */
+	__u64	rsi_adverts_received;	/* peer ADVERTs received */
+	__u64	rsi_adverts_used;	/* ...that we wrote into */
+	__u64	rsi_adverts_stale;	/* ...thrown away as stale or cancelled */
+	__u64	rsi_tx_phase_switches;	/* sender switches direct <-> indirect */
+	__u64	rsi_rx_phase_switches;	/* receiver switches */
+	__u64	rsi_zcopy_sends;	/* direct writes from pinned user pages */
+	__u64	rsi_local_invalidates;	/* buffers we had to invalidate ourselves */
+	__u64	rsi_remote_invalidates;	/* buffers the peer's send invalidated */
+	__u64	rsi_errors;		/* failed work completions seen */
 };
 
 #define RDMASTREAM_INFO_F_PEER_READY	(1U << 0) /* peer buffer known */

@@ -1,0 +1,371 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Direct receives: a blocking recvmsg() with an empty stream buffer and a
+ * large enough buffer pins the buffer, registers it with a fast-
+ * registration MR scoped to exactly its bytes (remote write only), and
+ * sends an ADVERT. The sender writes into it and says so with a DIRECT
+ * message that normally also invalidates the MR (SEND WITH INVALIDATE).
+ *
+ * Before recvmsg() returns, the peer must have lost access on every path:
+ *  - DIRECT with remote invalidation of our rkey: nothing more to do;
+ *  - the ADVERT died (indirect data or FIN overtook it) or a DIRECT came
+ *    without invalidation: we post a LOCAL_INV and wait for it;
+ *  - timeout, signal or SHUT_RD while the ADVERT is live: CANCEL, wait for
+ *    the CANCEL_ACK (or a DIRECT) without letting a signal cut the wait
+ *    short, then invalidate; a peer that never answers is reset after
+ *    RS_CANCEL_TIMEOUT;
+ *  - the connection died: we wait until the QP is drained (rs->drained),
+ *    after which no peer can reach the MR; teardown unmaps the pages.
+ * Only then are the pages unpinned (and dirtied) and the slot freed.
+ */
+#include <linux/uio.h>
+
+#include "rs.h"
+#include "../uapi/linux/rdmastream.h"
+
+static void rs_dslot_inv_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct rs_dslot *d = container_of(wc->wr_cqe, struct rs_dslot,
+					  inv_cqe);
+	struct rs_sock *rs = d->rs;
+
+	spin_lock(&rs->lock);
+	if (wc->status != IB_WC_SUCCESS)
+		rs_wc_error_locked(rs, wc);
+	d->inv.status = wc->status;
+	d->inv.done = true;
+	spin_unlock(&rs->lock);
+	wake_up_all(&rs->dwait);
+}
+
+int rs_dslots_alloc(struct rs_sock *rs)
+{
+	u32 pages = min_t(u32, rs->dev->attrs.max_fast_reg_page_list_len,
+			  RS_DIRECT_PAGES);
+	int i;
+
+	if (pages < 2)
+		return 0;	/* no direct receives on this device */
+	for (i = 0; i < RS_ADV_SLOTS; i++) {
+		struct rs_dslot *d = &rs->dslot[i];
+		struct ib_mr *mr = ib_alloc_mr(rs->pd, IB_MR_TYPE_MEM_REG,
+					       pages);
+
+		if (IS_ERR(mr))
+			return PTR_ERR(mr);
+		d->mr = mr;
+		d->rs = rs;
+		d->inv_cqe.done = rs_dslot_inv_done;
+	}
+	/* an unaligned buffer touches one page more than its length */
+	rs->dmax = (pages - 1) << PAGE_SHIFT;
+	return 0;
+}
+
+void rs_dslots_free(struct rs_sock *rs)
+{
+	int i;
+
+	for (i = 0; i < RS_ADV_SLOTS; i++) {
+		if (rs->dslot[i].mr)
+			ib_dereg_mr(rs->dslot[i].mr);
+		rs->dslot[i].mr = NULL;
+	}
+	rs->dmax = 0;
+}
+
+/* The QP is drained: nobody can reach the buffers; let the HCA go. */
+void rs_dslots_unmap_locked(struct rs_sock *rs)
+{
+	int i;
+
+	for (i = 0; i < RS_ADV_SLOTS; i++) {
+		rs_pin_unmap(&rs->dslot[i].pin, rs->dev);
+		rs->dslot[i].registered = false;
+	}
+}
+
+static bool rs_drecv_room_locked(struct rs_sock *rs)
+{
+	u32 returns = min_t(u32, rs->flow.owed, RS_IMM_CREDIT_MAX);
+
+	return rs->transport && !rs->dead && rs->flow.ready && rs->dmax &&
+	       rs_drx_may_advert(&rs->drx, rs_flow_rx_avail(&rs->flow)) &&
+	       rs_sq_free(rs) >= 2 && rs_flow_may_send(&rs->flow, returns);
+}
+
+/* Should this receive advertise its buffer? */
+bool rs_drecv_wanted(struct rs_sock *rs, struct msghdr *msg, u32 len,
+		     int flags, long timeo)
+{
+	int policy = rs_policy(rs);
+	bool ok;
+
+	if (policy == RDMASTREAM_POLICY_INDIRECT_ONLY || !timeo ||
+	    (flags & (MSG_PEEK | MSG_DONTWAIT)) ||
+	    !user_backed_iter(&msg->msg_iter))
+		return false;
+	if (policy == RDMASTREAM_POLICY_DYNAMIC && len < rs_threshold(rs))
+		return false;
+	spin_lock_bh(&rs->lock);
+	ok = rs_drecv_room_locked(rs);
+	spin_unlock_bh(&rs->lock);
+	return ok;
+}
+
+static void rs_advert_fill(struct rs_ctl *m, const struct rs_advert *a,
+			   const struct ib_mr *mr)
+{
+	m->len = cpu_to_be32(a->len);
+	m->addr = cpu_to_be64(mr->iova);
+	m->seq = cpu_to_be64(a->seq);
+	m->rkey = cpu_to_be32(mr->rkey);
+	m->phase = cpu_to_be32(a->phase);
+	m->id = cpu_to_be32(a->id);
+	m->flags = cpu_to_be32(a->flags);
+}
+
+/* Register the slot's MR over the pinned pages and send the ADVERT. */
+static int rs_drecv_post_slot(struct rs_sock *rs, struct rs_dslot *d,
+			      const struct rs_advert *a)
+{
+	struct rs_send *s = &rs->sends[(rs->sq_posted + 1) % RS_SQ_DEPTH];
+	struct ib_reg_wr reg = {};
+	struct ib_send_wr send = {};
+	struct ib_sge sge;
+	u32 credits;
+	int n;
+
+	ib_update_fast_reg_key(d->mr, ib_inc_rkey(d->mr->rkey));
+	n = ib_map_mr_sg(d->mr, d->pin.sgt.sgl, d->pin.nents, NULL,
+			 PAGE_SIZE);
+	if (n != d->pin.nents)
+		return -EINVAL;
+	reg.wr.opcode = IB_WR_REG_MR;
+	reg.wr.next = &send;
+	reg.mr = d->mr;
+	reg.key = d->mr->rkey;
+	reg.access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE;
+	credits = rs_flow_take_owed(&rs->flow);
+	rs_ctl_fill(rs, s->msg, RS_MSG_ADVERT, credits);
+	rs_advert_fill(s->msg, a, d->mr);
+	rs_ctl_sge(rs, s, &sge, &send);
+	send.opcode = IB_WR_SEND;
+	if (rs_post_chain(rs, &reg.wr, NULL)) {
+		rs->flow.owed += credits;
+		rs_abort_locked(rs, ECONNRESET);
+		return -EIO;
+	}
+	rs_flow_msg_sent(&rs->flow);
+	rs_flow_window_sent(&rs->flow);
+	rs->stats.ctrl_sent++;
+	return 0;
+}
+
+/* Advertise the pinned buffer; returns the slot, or -1 if not now. */
+static int rs_drecv_post_locked(struct rs_sock *rs, struct rs_pin *pin,
+				u32 flags)
+{
+	struct rs_advert a;
+	struct rs_dslot *d;
+	int slot;
+
+	if (!rs_drecv_room_locked(rs))
+		return -1;
+	slot = rs_drx_advert(&rs->drx, pin->len, flags, &a);
+	if (slot < 0)
+		return -1;
+	d = &rs->dslot[slot];
+	if (rs_pin_map(pin, rs->dev))
+		goto release;
+	d->pin = *pin;
+	if (rs_drecv_post_slot(rs, d, &a)) {
+		*pin = d->pin;
+		rs_pin_unmap(pin, rs->dev);
+		memset(&d->pin, 0, sizeof(d->pin));
+		goto release;
+	}
+	d->busy = true;
+	d->registered = true;
+	d->inv.done = false;
+	return slot;
+release:
+	rs_drx_release(&rs->drx, slot);
+	return -1;
+}
+
+static bool rs_drecv_stop(struct rs_sock *rs, int slot)
+{
+	struct sock *sk = &rs->sk;
+
+	return READ_ONCE(rs->drx.adv[slot].state) != RS_RADV_LIVE ||
+	       READ_ONCE(rs->dead) || READ_ONCE(sk->sk_err) ||
+	       (READ_ONCE(sk->sk_shutdown) & RCV_SHUTDOWN);
+}
+
+/* Sleep until the ADVERT is settled or the caller gives up waiting. */
+static int rs_drecv_wait(struct rs_sock *rs, int slot, long *timeo)
+{
+	struct sock *sk = &rs->sk;
+	DEFINE_WAIT_FUNC(wait, woken_wake_function);
+	int err = 0;
+
+	add_wait_queue(sk_sleep(sk), &wait);
+	while (!rs_drecv_stop(rs, slot)) {
+		err = rs_may_wait(*timeo);
+		if (err)
+			break;
+		sk_wait_event(sk, timeo, rs_drecv_stop(rs, slot), &wait);
+	}
+	remove_wait_queue(sk_sleep(sk), &wait);
+	return err;
+}
+
+static bool rs_dslot_quiet(struct rs_sock *rs, int slot)
+{
+	return READ_ONCE(rs->drx.adv[slot].state) != RS_RADV_LIVE ||
+	       READ_ONCE(rs->drained);
+}
+
+/*
+ * The receiver stops waiting while its ADVERT may still be written: ask
+ * the sender to drop it and wait for the answer, which the QP orders
+ * after any DIRECT for it. A peer that stays silent is reset; the drain
+ * that follows ends the wait too.
+ */
+static void rs_drecv_settle(struct rs_sock *rs, int slot)
+{
+	spin_lock_bh(&rs->lock);
+	if (rs->drx.adv[slot].state == RS_RADV_LIVE && !rs->dead &&
+	    rs_drx_cancel(&rs->drx)) {
+		rs->cancel_wanted = true;
+		rs_push_locked(rs);
+	}
+	spin_unlock_bh(&rs->lock);
+	while (!rs_dslot_quiet(rs, slot)) {
+		if (rs_dwait(rs, rs_dslot_quiet(rs, slot), RS_CANCEL_TIMEOUT))
+			break;
+		spin_lock_bh(&rs->lock);
+		rs_abort_locked(rs, ETIMEDOUT);
+		spin_unlock_bh(&rs->lock);
+	}
+}
+
+static bool rs_dslot_inv_quiet(struct rs_sock *rs, struct rs_dslot *d)
+{
+	return READ_ONCE(d->inv.done) || READ_ONCE(rs->drained);
+}
+
+/* Take the peer's access away unless its DIRECT already did. */
+static void rs_drecv_invalidate(struct rs_sock *rs, struct rs_dslot *d)
+{
+	struct ib_send_wr wr = {};
+	bool wait = false;
+
+	spin_lock_bh(&rs->lock);
+	if (d->registered && !rs->dead) {
+		wr.opcode = IB_WR_LOCAL_INV;
+		wr.send_flags = IB_SEND_SIGNALED;
+		wr.ex.invalidate_rkey = d->mr->rkey;
+		wr.wr_cqe = &d->inv_cqe;
+		d->inv.done = false;
+		if (ib_post_send(rs->qp, &wr, NULL))
+			rs_abort_locked(rs, ECONNRESET);
+		else
+			rs->stats.local_invs++;
+	}
+	wait = d->registered;
+	spin_unlock_bh(&rs->lock);
+	if (wait)
+		rs_dwait(rs, rs_dslot_inv_quiet(rs, d), MAX_SCHEDULE_TIMEOUT);
+	spin_lock_bh(&rs->lock);
+	if (d->inv.done && d->inv.status == IB_WC_SUCCESS)
+		d->registered = false;
+	spin_unlock_bh(&rs->lock);
+}
+
+/* Give the slot back; returns the bytes that landed in the buffer. */
+static u32 rs_drecv_finish(struct rs_sock *rs, int slot)
+{
+	struct rs_dslot *d = &rs->dslot[slot];
+	struct rs_pin pin;
+	u32 n;
+
+	rs_drecv_invalidate(rs, d);
+	spin_lock_bh(&rs->lock);
+	rs_pin_unmap(&d->pin, rs->dev);
+	pin = d->pin;
+	memset(&d->pin, 0, sizeof(d->pin));
+	n = rs->drx.adv[slot].filled;
+	d->busy = false;
+	rs_drx_release(&rs->drx, slot);
+	spin_unlock_bh(&rs->lock);
+	rs_pin_release(&pin);
+	/* a receive waiting for a free slot may advertise now */
+	wake_up_interruptible_all(sk_sleep(&rs->sk));
+	return n;
+}
+
+/*
+ * Receive up to len bytes direct. Returns the bytes received, 0 if the
+ * ADVERT died empty (look at the stream buffer again), -EOPNOTSUPP if no
+ * ADVERT could go out (wait as usual), or the errno of a timeout or signal.
+ */
+int rs_drecv(struct rs_sock *rs, struct msghdr *msg, u32 len, int flags,
+	     long *timeo)
+{
+	u32 adv_flags = flags & MSG_WAITALL ? RS_ADV_F_WAITALL : 0;
+	struct rs_pin pin;
+	int slot, err, got;
+	u32 n;
+
+	got = rs_pin_user(&pin, &msg->msg_iter, min(len, rs->dmax), true);
+	if (got <= 0)
+		return -EOPNOTSUPP;
+	if (rs_policy(rs) == RDMASTREAM_POLICY_DYNAMIC &&
+	    got < rs_threshold(rs)) {
+		rs_pin_release(&pin);
+		return -EOPNOTSUPP;
+	}
+	spin_lock_bh(&rs->lock);
+	slot = rs_drecv_post_locked(rs, &pin, adv_flags);
+	spin_unlock_bh(&rs->lock);
+	if (slot < 0) {
+		rs_pin_release(&pin);
+		return -EOPNOTSUPP;
+	}
+	err = rs_drecv_wait(rs, slot, timeo);
+	rs_drecv_settle(rs, slot);
+	n = rs_drecv_finish(rs, slot);
+	if (n) {
+		iov_iter_advance(&msg->msg_iter, n);
+		return n;
+	}
+	return err;
+}
+
+/* A DIRECT message: bytes landed in one of our ADVERTs. */
+__poll_t rs_drecv_on_direct(struct rs_sock *rs, const struct rs_ctl *m,
+			    const struct ib_wc *wc)
+{
+	u32 flags = be32_to_cpu(m->flags);
+	struct rs_dslot *d;
+	int slot;
+
+	if (be64_to_cpu(m->seq) != rs->drx.in)
+		return EPOLLERR;
+	slot = rs_drx_on_direct(&rs->drx, be32_to_cpu(m->id),
+				be32_to_cpu(m->len), flags);
+	if (slot < 0)
+		return EPOLLERR;
+	d = &rs->dslot[slot];
+	if (wc->wc_flags & IB_WC_WITH_INVALIDATE) {
+		if (!(flags & RS_DIR_F_COMPLETE) ||
+		    wc->ex.invalidate_rkey != d->mr->rkey)
+			return EPOLLERR;
+		d->registered = false;
+		rs->stats.remote_invs++;
+	}
+	return rs->drx.adv[slot].state == RS_RADV_LIVE ? 0 :
+	       EPOLLIN | EPOLLRDNORM;
+}

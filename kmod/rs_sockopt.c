@@ -101,10 +101,11 @@ static void rs_info_fill(struct rs_sock *rs, struct rdmastream_info *info)
 	info->rsi_peer_ring = f->peer_size;
 	info->rsi_credits = f->credits;
 	info->rsi_max_inline = rs->max_inline;
-	info->rsi_bytes_sent = f->tx_head;
-	info->rsi_bytes_acked = f->peer_cons;
-	info->rsi_bytes_received = f->rx_prod;
-	info->rsi_bytes_read = f->rx_cons;
+	/* stream totals: both paths (direct bytes are read on arrival) */
+	info->rsi_bytes_sent = rs->dtx.seq;
+	info->rsi_bytes_acked = f->peer_cons + rs->dtx.st.direct_bytes;
+	info->rsi_bytes_received = rs->drx.in;
+	info->rsi_bytes_read = f->rx_cons + rs->drx.st.direct_bytes;
 	info->rsi_writes = rs->stats.writes;
 	info->rsi_inline_writes = rs->stats.inline_writes;
 	info->rsi_ctrl_sent = rs->stats.ctrl_sent;

@@ -16,6 +16,17 @@
  * overrun:    an immediate that claims more bytes than the buffer holds
  *             resets the socket with EPROTO.
  * Each attack that fails remotely leaves the module's socket with an error.
+ *
+ * Direct transfers: a blocking recv() with a large buffer advertises it.
+ * after:      the peer writes into the ADVERT, says so without
+ *             invalidating it, and once recv() has returned the bytes
+ *             writes again: that write must fail, the buffer keep the data.
+ * cancel:     recv() times out; the peer answers the CANCEL properly and
+ *             then writes into the old ADVERT: refused, buffer untouched.
+ * silent:     as cancel, but the peer never answers the CANCEL: recv()
+ *             still returns (the module gives up on the peer), and the
+ *             late write cannot reach the buffer.
+ * bogus:      a DIRECT naming an ADVERT that does not exist: EPROTO.
  */
 #include "rs_common.h"
 
@@ -26,7 +37,13 @@
 #define MSG		64
 #define WIRE_VERSION	2
 
-enum attack { LEGIT, PAST_END, BEFORE, READ, BAD_RKEY, OVERRUN };
+enum attack { LEGIT, PAST_END, BEFORE, READ, BAD_RKEY, OVERRUN,
+	      ADV_AFTER, ADV_CANCEL, ADV_SILENT, ADV_BOGUS };
+
+/* Control message types and offsets (docs/wire-format.md). */
+enum { T_SETUP = 1, T_ADVERT = 5, T_DIRECT = 6, T_CANCEL = 7,
+       T_CANCEL_ACK = 8 };
+#define ADV_LEN		(256 * 1024)	/* above the default threshold */
 
 struct peer {
 	struct rdma_event_channel *ch;
@@ -37,6 +54,8 @@ struct peer {
 	char buf[SLOTS * MSG + 4096];
 	uint64_t addr;		/* the module's stream buffer */
 	uint32_t rkey, size;
+	uint64_t adv_addr;	/* the last ADVERT */
+	uint32_t adv_rkey, adv_len, adv_id;
 };
 
 static int cm_wait(struct peer *p, enum rdma_cm_event_type want)
@@ -169,6 +188,110 @@ static int peer_post(struct peer *p, enum ibv_wr_opcode op, uint64_t addr,
 	return ibv_post_send(p->id->qp, &wr, &bad);
 }
 
+static uint32_t get32(const unsigned char *m, int off)
+{
+	uint32_t v;
+
+	memcpy(&v, m + off, 4);
+	return ntohl(v);
+}
+
+static uint64_t get64(const unsigned char *m, int off)
+{
+	uint64_t v;
+
+	memcpy(&v, m + off, 8);
+	return be64toh(v);
+}
+
+/* Wait for a message of the given type from the module, up to ms. */
+static const unsigned char *peer_msg(struct peer *p, int type, int ms)
+{
+	const unsigned char *m;
+	struct ibv_wc wc;
+
+	for (;;) {
+		if (cq_wait(p, &wc, ms) != IBV_WC_SUCCESS)
+			return NULL;
+		if (wc.opcode != IBV_WC_RECV)
+			continue;
+		m = (const unsigned char *)p->buf + wc.wr_id * MSG;
+		if (m[0] == type)
+			return m;
+	}
+}
+
+static int peer_advert(struct peer *p)
+{
+	const unsigned char *m = peer_msg(p, T_ADVERT, 10000);
+
+	if (!m)
+		return -1;
+	p->adv_len = get32(m, 4);
+	p->adv_addr = get64(m, 16);
+	p->adv_rkey = get32(m, 32);
+	p->adv_id = get32(m, 40);
+	return 0;
+}
+
+/* Send a control message: type, length, stream offset, ADVERT id, flags. */
+static int peer_ctl(struct peer *p, int type, uint32_t len, uint64_t seq,
+		    uint32_t id, uint32_t flags)
+{
+	unsigned char *m = (unsigned char *)p->buf + SLOTS * MSG + 2048;
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)m, .length = MSG, .lkey = p->mr->lkey,
+	};
+	struct ibv_send_wr wr = {
+		.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+		.send_flags = IBV_SEND_SIGNALED,
+	}, *bad;
+	struct ibv_wc wc;
+	uint32_t v;
+
+	memset(m, 0, MSG);
+	m[0] = type;
+	m[1] = WIRE_VERSION;
+	v = htonl(len);
+	memcpy(m + 4, &v, 4);
+	seq = htobe64(seq);
+	memcpy(m + 24, &seq, 8);
+	v = htonl(id);
+	memcpy(m + 40, &v, 4);
+	v = htonl(flags);
+	memcpy(m + 44, &v, 4);
+	if (ibv_post_send(p->id->qp, &wr, &bad))
+		return -1;
+	return cq_wait(p, &wc, 10000) == IBV_WC_SUCCESS ? 0 : -1;
+}
+
+struct reader {
+	pthread_t thr;
+	int fd;
+	char *buf;
+	ssize_t ret;
+	int err;
+};
+
+static void *reader_main(void *arg)
+{
+	struct reader *r = arg;
+
+	r->ret = recv(r->fd, r->buf, ADV_LEN, 0);
+	r->err = errno;
+	return NULL;
+}
+
+/* Write 5 bytes into the ADVERT; returns the completion status. */
+static int peer_write_adv(struct peer *p)
+{
+	struct ibv_wc wc;
+
+	if (peer_post(p, IBV_WR_RDMA_WRITE, p->adv_addr, p->adv_rkey, 5, 0))
+		return -1;
+	return cq_wait(p, &wc, 20000);
+}
+
 static void peer_close(struct peer *p)
 {
 	if (p->id && p->id->qp)
@@ -206,32 +329,71 @@ FIXTURE_VARIANT_ADD(hostile, read) { .attack = READ };
 FIXTURE_VARIANT_ADD(hostile, bad_rkey) { .attack = BAD_RKEY };
 FIXTURE_VARIANT_ADD(hostile, overrun) { .attack = OVERRUN };
 
-FIXTURE_SETUP(hostile)
+/* Accept the hostile peer's connection; it has the SETUP by then. */
+static void hostile_setup(struct __test_metadata *_metadata, int *lfd,
+			  int *s, struct peer *p)
 {
 	struct sockaddr_in sin;
 
-	memset(&self->p, 0, sizeof(self->p));
-	self->lfd = -1;
-	self->s = -1;
+	memset(p, 0, sizeof(*p));
+	*lfd = -1;
+	*s = -1;
 	if (rs.tcp)
 		return;
 	rs_watchdog(120);
-	self->lfd = rs_listener(_metadata, &sin);
-	ASSERT_EQ(0, peer_connect(&self->p, &sin))
+	*lfd = rs_listener(_metadata, &sin);
+	ASSERT_EQ(0, peer_connect(p, &sin))
 		TH_LOG("hostile peer could not connect: %s", strerror(errno));
-	self->s = rs_accept(_metadata, self->lfd);
-	ASSERT_EQ(0, peer_setup(&self->p)) TH_LOG("no SETUP from the module");
-	ASSERT_GE(self->p.size, 16384U);
-	ASSERT_EQ(0, rs_set_timeo(self->s, SO_RCVTIMEO, 10000));
+	*s = rs_accept(_metadata, *lfd);
+	ASSERT_EQ(0, peer_setup(p)) TH_LOG("no SETUP from the module");
+	ASSERT_GE(p->size, 16384U);
+	ASSERT_EQ(0, rs_set_timeo(*s, SO_RCVTIMEO, 10000));
+}
+
+static void hostile_teardown(int lfd, int s, struct peer *p)
+{
+	peer_close(p);
+	if (s >= 0)
+		close(s);
+	if (lfd >= 0)
+		close(lfd);
+}
+
+FIXTURE_SETUP(hostile)
+{
+	hostile_setup(_metadata, &self->lfd, &self->s, &self->p);
 }
 
 FIXTURE_TEARDOWN(hostile)
 {
-	peer_close(&self->p);
-	if (self->s >= 0)
-		close(self->s);
-	if (self->lfd >= 0)
-		close(self->lfd);
+	hostile_teardown(self->lfd, self->s, &self->p);
+}
+
+FIXTURE(hostile_adv)
+{
+	int lfd;
+	int s;
+	struct peer p;
+};
+
+FIXTURE_VARIANT(hostile_adv)
+{
+	enum attack attack;
+};
+
+FIXTURE_VARIANT_ADD(hostile_adv, after) { .attack = ADV_AFTER };
+FIXTURE_VARIANT_ADD(hostile_adv, cancel) { .attack = ADV_CANCEL };
+FIXTURE_VARIANT_ADD(hostile_adv, silent) { .attack = ADV_SILENT };
+FIXTURE_VARIANT_ADD(hostile_adv, bogus) { .attack = ADV_BOGUS };
+
+FIXTURE_SETUP(hostile_adv)
+{
+	hostile_setup(_metadata, &self->lfd, &self->s, &self->p);
+}
+
+FIXTURE_TEARDOWN(hostile_adv)
+{
+	hostile_teardown(self->lfd, self->s, &self->p);
 }
 
 TEST_F_TIMEOUT(hostile, attack, 120)
@@ -277,7 +439,7 @@ TEST_F_TIMEOUT(hostile, attack, 120)
 		ASSERT_EQ(0, peer_post(p, IBV_WR_RDMA_WRITE, p->addr,
 				       p->rkey ^ 0x5a5a00, 5, 0));
 		break;
-	case OVERRUN:
+	default:
 		ASSERT_EQ(0, peer_post(p, IBV_WR_RDMA_WRITE_WITH_IMM, p->addr,
 				       p->rkey, 5, p->size + 1));
 		ASSERT_EQ(IBV_WC_SUCCESS, cq_wait(p, &wc, 10000));
@@ -296,6 +458,74 @@ TEST_F_TIMEOUT(hostile, attack, 120)
 	EXPECT_EQ(-1, n);
 	EXPECT_TRUE(errno == ECONNRESET || errno == EPROTO)
 		TH_LOG("recv: %s", strerror(errno));
+}
+
+/*
+ * Direct transfers: whatever the peer does, once recv() has returned it
+ * cannot write into the application's buffer any more.
+ */
+TEST_F_TIMEOUT(hostile_adv, advert, 120)
+{
+	struct peer *p = &self->p;
+	struct reader r = { .fd = self->s };
+	struct rdmastream_info info;
+	socklen_t len = sizeof(info);
+	int st;
+
+	RS_SKIP_TCP("speaks the rdmastream wire protocol");
+	r.buf = mmap(NULL, ADV_LEN, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, r.buf);
+	memset(r.buf, 'A', ADV_LEN);
+	if (variant->attack != ADV_AFTER && variant->attack != ADV_BOGUS)
+		ASSERT_EQ(0, rs_set_timeo(self->s, SO_RCVTIMEO, 500));
+	ASSERT_EQ(0, pthread_create(&r.thr, NULL, reader_main, &r));
+	ASSERT_EQ(0, peer_advert(p)) TH_LOG("no ADVERT from the module");
+	EXPECT_GE(p->adv_len, 32768U);
+	switch (variant->attack) {
+	case ADV_AFTER:
+		ASSERT_EQ(IBV_WC_SUCCESS, peer_write_adv(p));
+		/* DIRECT, complete, but no invalidation: the module must */
+		ASSERT_EQ(0, peer_ctl(p, T_DIRECT, 5, 0, p->adv_id, 1));
+		pthread_join(r.thr, NULL);
+		ASSERT_EQ(5, r.ret) TH_LOG("recv: %s", strerror(r.err));
+		ASSERT_EQ(0, memcmp(r.buf, "hello", 5));
+		memset(r.buf, 'B', 5);
+		break;
+	case ADV_CANCEL:
+		ASSERT_NE(NULL, peer_msg(p, T_CANCEL, 10000));
+		ASSERT_EQ(0, peer_ctl(p, T_CANCEL_ACK, 0, 0, 0, 0));
+		pthread_join(r.thr, NULL);
+		ASSERT_EQ(-1, r.ret);
+		ASSERT_EQ(EAGAIN, r.err);
+		break;
+	case ADV_SILENT:
+		ASSERT_NE(NULL, peer_msg(p, T_CANCEL, 10000));
+		pthread_join(r.thr, NULL);
+		ASSERT_EQ(-1, r.ret);
+		break;
+	default:
+		ASSERT_EQ(0, peer_ctl(p, T_DIRECT, 5, 0, p->adv_id ^ 0x100, 1));
+		pthread_join(r.thr, NULL);
+		ASSERT_EQ(-1, r.ret);
+		ASSERT_EQ(EPROTO, r.err);
+		break;
+	}
+	if (variant->attack == ADV_AFTER) {
+		ASSERT_EQ(0, getsockopt(self->s, SOL_RDMASTREAM,
+					RDMASTREAM_INFO, &info, &len));
+		EXPECT_GE(info.rsi_local_invalidates, 1);
+		EXPECT_EQ(5, info.rsi_direct_bytes_received);
+	}
+	/* the late write: refused remotely, or the QP is gone already */
+	st = peer_write_adv(p);
+	EXPECT_NE(IBV_WC_SUCCESS, st);
+	if (variant->attack == ADV_AFTER)
+		EXPECT_EQ(IBV_WC_REM_ACCESS_ERR, st);
+	EXPECT_EQ(0, memcmp(r.buf, variant->attack == ADV_AFTER ?
+			    "BBBBB" : "AAAAA", 5))
+		TH_LOG("the peer wrote into a returned buffer");
+	munmap(r.buf, ADV_LEN);
 }
 
 TEST_HARNESS_MAIN

@@ -71,9 +71,10 @@ struct rdmastream_info {
 	__u32	rsi_credits;		/* receive slots granted by the peer */
 	__u32	rsi_max_inline;		/* inline payload limit of the QP */
 	__u32	rsi_pad2;
+	/* stream totals, direct and indirect together */
 	__u64	rsi_bytes_sent;		/* bytes handed to sendmsg and queued */
 	__u64	rsi_bytes_acked;	/* bytes the peer has consumed */
-	__u64	rsi_bytes_received;	/* bytes that arrived in the stream buffer */
+	__u64	rsi_bytes_received;	/* bytes that arrived */
 	__u64	rsi_bytes_read;		/* bytes the application has read */
 	__u64	rsi_writes;		/* RDMA WRITE work requests posted */
 	__u64	rsi_inline_writes;	/* ...of which carried their data inline */

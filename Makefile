@@ -3,6 +3,8 @@
 # make          build the module (and the test and bench programs)
 # make check    install what is missing, build, run every test in QEMU VMs
 # make demo     install what is missing, build, show rdmastream beside TCP
+# make eval     install what is missing, build, run the transfer policy
+#               evaluation in a VM (bench/eval; results in bench/results/)
 #
 KVER	?= $(shell scripts/kver 2>/dev/null)
 KDIR	?= /usr/src/linux-headers-$(KVER)
@@ -12,7 +14,7 @@ KSRC	:= $(BUILD)/ksrc
 KSFT_DIR := $(KSRC)/tools/testing/selftests
 
 .PHONY: all module selftests bench unit deps ksrc check check-unit \
-	check-vm demo checkpatch clean
+	check-vm demo eval checkpatch clean
 
 all: module selftests bench
 
@@ -51,6 +53,10 @@ check: deps
 demo: deps
 	$(MAKE) module bench
 	scripts/vm-run --hosts 1 -- bench/demo
+
+eval: deps
+	$(MAKE) module bench
+	bench/eval
 
 checkpatch: ksrc
 	$(KSRC)/scripts/checkpatch.pl --no-tree --terse -f \

@@ -26,10 +26,26 @@
  *        chunk. With RSB_F_VERIFY every other byte at stream offset o is
  *        pat[o % RSB_PAT_PERIOD]. After the final chunk the server sends a
  *        64 byte reply with its byte count, receive window and CPU time.
+ *
+ *   eval: the header carries u16 "receivers" at offset 2 and the byte
+ *        budget (0: timed) in "count"; a 16 byte extension follows:
+ *	u32 policy, u32 direct threshold (RSB_EV_UNSET: leave alone), u64 0.
+ *        The server applies policy and threshold to the accepted socket,
+ *        starts that many threads, each looping on a blocking recv() of
+ *        "size" bytes into its own buffer, and answers 16 bytes:
+ *	u32 magic, u32 status (0, or the errno of a failed setsockopt),
+ *	u32 policy in effect, u32 threshold in effect (RSB_EV_UNSET: unknown).
+ *        The client then writes "size"-byte chunks from max(1, receivers/2)
+ *        threads (the outstanding sends of MacArthur and Russell) and
+ *        shuts down its sending side. At end of stream the server answers
+ *        with RSB_EV_REPLY_LEN bytes: u32 magic, u32 status, u32 count of
+ *        u64 fields, u32 0, then the fields (enum rsb_ev_field).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <netdb.h>
@@ -38,6 +54,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +81,7 @@
 #define RSB_MODE_LAT		'L'
 #define RSB_MODE_BW		'B'
 #define RSB_MODE_CONN		'C'
+#define RSB_MODE_EVAL		'E'
 #define RSB_CONN_ACK		'c'
 #define RSB_F_VERIFY		(1u << 0)
 #define RSB_CHUNK_DATA		0x00
@@ -72,6 +90,13 @@
 #define RSB_MAX_SIZE		(64u << 20)
 #define RSB_MAX_CONNS		256
 #define RSB_RX_BUF		(128u << 10)
+#define RSB_EV_EXT_LEN		16
+#define RSB_EV_READY_LEN	16
+#define RSB_EV_NFIELDS		32
+#define RSB_EV_REPLY_LEN	(16 + 8 * RSB_EV_NFIELDS)
+#define RSB_EV_UNSET		0xffffffffu
+#define RSB_MAX_RECVS		64
+#define PF_KTHREAD_FLAG		0x00200000u	/* PF_KTHREAD in /proc/PID/stat */
 
 #define NSEC_PER_SEC		1000000000ull
 #define GIB			(1024.0 * 1024.0 * 1024.0)
@@ -101,6 +126,9 @@ static struct {
 	int csv_header;
 	int verbose;
 	int verify;
+	int policy;			/* RDMASTREAM_POLICY_*, -1: leave alone */
+	long threshold;			/* RDMASTREAM_DIRECT_THRESHOLD, -1: same */
+	int recvs;			/* eval: outstanding receives */
 } opt = {
 	.fam = FAM_RDMASTREAM,
 	.fam_name = "rdmastream",
@@ -112,6 +140,9 @@ static struct {
 	.conns = 1,
 	.warmup = -1,
 	.timeout = 30,
+	.policy = -1,
+	.threshold = -1,
+	.recvs = 1,
 };
 
 static const char *prog = "rsbench";
@@ -172,6 +203,186 @@ static uint64_t cpu_us(int who)
 		return 0;
 	return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 +
 	       ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
+}
+
+static void rusage_us(uint64_t *user, uint64_t *sys)
+{
+	struct rusage ru;
+
+	*user = *sys = 0;
+	if (getrusage(RUSAGE_SELF, &ru))
+		return;
+	*user = (uint64_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec;
+	*sys = (uint64_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec;
+}
+
+/*
+ * System-wide CPU time from /proc: rxe and the module do much of their
+ * work in softirq context and in kernel threads, which getrusage() of the
+ * benchmark process does not see (or sees only when the softirq happened
+ * to run on top of it). Counted in clock ticks:
+ *   busy     all non-idle time of all CPUs (user nice system irq softirq
+ *            steal of the "cpu" line of /proc/stat)
+ *   softirq  the softirq column of that line, wherever it ran
+ *   kthread  utime + stime of kernel threads other than ksoftirqd/N
+ *            (whose time is softirq time already): workqueues, rxe ...
+ * A kernel thread that exits during the window loses its share.
+ */
+struct kt_ent {
+	int pid;
+	uint64_t start;			/* starttime: tells reused pids apart */
+	uint64_t ticks;
+};
+
+struct sys_snap {
+	int ok;
+	uint64_t busy, softirq;
+	struct kt_ent *kt;
+	size_t nkt;
+};
+
+struct sys_delta {
+	int ok;
+	uint64_t busy_us, softirq_us, kthread_us;
+};
+
+static int read_proc_stat(uint64_t *busy, uint64_t *softirq)
+{
+	unsigned long long v[8] = { 0 };
+	FILE *f = fopen("/proc/stat", "r");
+	int n;
+
+	if (!f)
+		return -1;
+	n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
+		   &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
+	fclose(f);
+	if (n < 7)
+		return -1;
+	/* user nice system [idle iowait] irq softirq steal */
+	*busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+	*softirq = v[6];
+	return 0;
+}
+
+static int cmp_kt(const void *a, const void *b)
+{
+	const struct kt_ent *x = a, *y = b;
+
+	return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+/* kernel threads except ksoftirqd, sorted by pid */
+static int scan_kthreads(struct kt_ent **out, size_t *nout)
+{
+	struct kt_ent *v = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	DIR *d;
+
+	d = opendir("/proc");
+	if (!d)
+		return -1;
+	while ((de = readdir(d))) {
+		char path[64], buf[1024], *rp, *s, *end;
+		unsigned long long f[23] = { 0 };
+		int pid, k, fd;
+		ssize_t len;
+
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		pid = atoi(de->d_name);
+		snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+		fd = open(path, O_RDONLY);
+		if (fd < 0)
+			continue;
+		len = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (len <= 0)
+			continue;
+		buf[len] = 0;
+		rp = strrchr(buf, ')');
+		s = strchr(buf, '(');
+		if (!rp || !s || rp[1] != ' ')
+			continue;
+		if (!strncmp(s + 1, "ksoftirqd/", 10))
+			continue;
+		/* fields from 3 (state, a letter) on, separated by spaces */
+		s = rp + 2;
+		for (k = 3; k <= 22 && *s; k++) {
+			if (k == 3) {
+				s++;
+			} else {
+				f[k] = strtoull(s, &end, 10);
+				if (end == s)
+					break;
+				s = end;
+			}
+			while (*s == ' ')
+				s++;
+		}
+		if (k <= 22 || !(f[9] & PF_KTHREAD_FLAG))
+			continue;
+		if (n == cap) {
+			struct kt_ent *nv;
+
+			cap = cap ? 2 * cap : 256;
+			nv = realloc(v, cap * sizeof(*v));
+			if (!nv) {
+				free(v);
+				closedir(d);
+				return -1;
+			}
+			v = nv;
+		}
+		v[n].pid = pid;
+		v[n].start = f[22];
+		v[n].ticks = f[14] + f[15];
+		n++;
+	}
+	closedir(d);
+	qsort(v, n, sizeof(*v), cmp_kt);
+	*out = v;
+	*nout = n;
+	return 0;
+}
+
+static void sys_begin(struct sys_snap *s)
+{
+	memset(s, 0, sizeof(*s));
+	if (read_proc_stat(&s->busy, &s->softirq) ||
+	    scan_kthreads(&s->kt, &s->nkt))
+		return;
+	s->ok = 1;
+}
+
+static void sys_end(struct sys_snap *s, struct sys_delta *d)
+{
+	uint64_t busy, softirq, kt = 0;
+	struct kt_ent *v = NULL;
+	size_t n = 0, i;
+	double us_per_tick = 1e6 / sysconf(_SC_CLK_TCK);
+
+	memset(d, 0, sizeof(*d));
+	if (s->ok && !read_proc_stat(&busy, &softirq) &&
+	    !scan_kthreads(&v, &n)) {
+		for (i = 0; i < n; i++) {
+			struct kt_ent *o = bsearch(&v[i], s->kt, s->nkt,
+						   sizeof(*o), cmp_kt);
+
+			if (!o || o->start != v[i].start)
+				kt += v[i].ticks;	/* started since */
+			else if (v[i].ticks > o->ticks)
+				kt += v[i].ticks - o->ticks;
+		}
+		d->ok = 1;
+		d->busy_us = (busy - s->busy) * us_per_tick;
+		d->softirq_us = (softirq - s->softirq) * us_per_tick;
+		d->kthread_us = kt * us_per_tick;
+	}
+	free(v);
+	free(s->kt);
+	s->kt = NULL;
 }
 
 static void put_u16(uint8_t *p, uint16_t v)
@@ -416,6 +627,99 @@ static void set_nodelay(int fd)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+static const char *policy_name(long p)
+{
+	switch (p) {
+	case RDMASTREAM_POLICY_DYNAMIC:
+		return "dynamic";
+	case RDMASTREAM_POLICY_DIRECT_ONLY:
+		return "direct";
+	case RDMASTREAM_POLICY_INDIRECT_ONLY:
+		return "indirect";
+	case -1:
+		return "default";
+	}
+	return "unknown";
+}
+
+static int parse_policy(const char *s)
+{
+	if (!strcmp(s, "dynamic"))
+		return RDMASTREAM_POLICY_DYNAMIC;
+	if (!strcmp(s, "direct") || !strcmp(s, "direct-only") ||
+	    !strcmp(s, "direct_only"))
+		return RDMASTREAM_POLICY_DIRECT_ONLY;
+	if (!strcmp(s, "indirect") || !strcmp(s, "indirect-only") ||
+	    !strcmp(s, "indirect_only"))
+		return RDMASTREAM_POLICY_INDIRECT_ONLY;
+	return -1;
+}
+
+/*
+ * RDMASTREAM_POLICY and RDMASTREAM_DIRECT_THRESHOLD (-1: leave alone).
+ * Other families have no such options: nothing to do. Returns 0 or an
+ * errno; a policy that was asked for and cannot be set is an error, since
+ * the results would be labelled with a policy that was not in effect.
+ */
+static int apply_rs_opts(int fd, long policy, long threshold, const char *who)
+{
+	int v;
+
+	if (opt.fam != FAM_RDMASTREAM)
+		return 0;
+	if (policy >= 0) {
+		v = policy;
+		if (setsockopt(fd, SOL_RDMASTREAM, RDMASTREAM_POLICY, &v,
+			       sizeof(v))) {
+			int e = errno;
+
+			errmsg("%s: setsockopt(SOL_RDMASTREAM, RDMASTREAM_POLICY, %s): %s%s",
+			       who, policy_name(policy), strerror(e),
+			       e == ENOPROTOOPT ?
+			       " (the loaded module has no transfer policies)" : "");
+			return e;
+		}
+	}
+	if (threshold >= 0) {
+		v = threshold;
+		if (setsockopt(fd, SOL_RDMASTREAM, RDMASTREAM_DIRECT_THRESHOLD,
+			       &v, sizeof(v))) {
+			int e = errno;
+
+			errmsg("%s: setsockopt(SOL_RDMASTREAM, RDMASTREAM_DIRECT_THRESHOLD, %d): %s",
+			       who, v, strerror(e));
+			return e;
+		}
+	}
+	return 0;
+}
+
+/* RDMASTREAM_INFO, remembering how much of it the module filled in */
+struct rsb_info {
+	int ok;
+	socklen_t len;
+	struct rdmastream_info i;
+};
+
+#define RSI_HAS(inf, f)	((inf)->ok && (inf)->len >= \
+			 offsetof(struct rdmastream_info, f) + sizeof((inf)->i.f))
+#define RSI_DELTA(a, b, f)	((uint64_t)((b)->i.f - (a)->i.f))
+
+static void get_info(int fd, struct rsb_info *inf)
+{
+	memset(inf, 0, sizeof(*inf));
+	if (opt.fam != FAM_RDMASTREAM)
+		return;
+	inf->len = sizeof(inf->i);
+	if (getsockopt(fd, SOL_RDMASTREAM, RDMASTREAM_INFO, &inf->i,
+		       &inf->len)) {
+		errmsg("getsockopt(RDMASTREAM_INFO): %s", strerror(errno));
+		inf->len = 0;
+		return;
+	}
+	inf->ok = 1;
+}
+
 static int client_connect(const struct sockaddr_storage *ss, socklen_t len)
 {
 	char abuf[80];
@@ -426,6 +730,10 @@ static int client_connect(const struct sockaddr_storage *ss, socklen_t len)
 		return -1;
 	set_timeouts(fd);
 	set_nodelay(fd);
+	if (apply_rs_opts(fd, opt.policy, opt.threshold, "client")) {
+		close(fd);
+		return -1;
+	}
 	while (connect(fd, (const struct sockaddr *)ss, len)) {
 		if (errno == EINTR)
 			continue;
@@ -632,6 +940,293 @@ out:
 	return ret;
 }
 
+/* fields of the eval reply, u64 each */
+enum rsb_ev_field {
+	EV_BYTES,		/* bytes received */
+	EV_WIN_NS,		/* "ready" sent .. last byte received */
+	EV_FIRST_NS,		/* "ready" sent .. first byte received */
+	EV_EOF_NS,		/* "ready" sent .. every receiver done */
+	EV_USER_US,		/* getrusage(RUSAGE_SELF), over .. EOF */
+	EV_SYS_US,
+	EV_SYS_OK,		/* 1: the three system-wide values are valid */
+	EV_SOFTIRQ_US,
+	EV_KTHREAD_US,
+	EV_BUSY_US,
+	EV_INFO,		/* 1: RDMASTREAM_INFO, 3: with direct counters */
+	EV_POLICY,		/* in effect, or RSB_EV_UNSET */
+	EV_DIRECT_RX,		/* the rest: RDMASTREAM_INFO deltas */
+	EV_INDIRECT_RX,
+	EV_ADV_SENT,
+	EV_ADV_FILLED,
+	EV_ADV_DEAD,
+	EV_ADV_CANCELLED,
+	EV_RX_SWITCHES,
+	EV_CALLS,		/* recv() calls that returned data */
+	EV_NUDGED,		/* receivers woken by a signal after EOF */
+	EV_COUNT
+};
+
+struct ev_rx {
+	int fd;
+	int idx;
+	size_t size;
+	pthread_t th;
+	pthread_barrier_t *start;
+	uint64_t bytes, calls, t_first, t_last;
+	int err;
+	int eof;
+	int nudged;
+	int done;
+};
+
+static pthread_mutex_t ev_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ev_cond = PTHREAD_COND_INITIALIZER;
+
+static void ev_mark_done(struct ev_rx *r)
+{
+	pthread_mutex_lock(&ev_lock);
+	r->done = 1;
+	pthread_cond_broadcast(&ev_cond);
+	pthread_mutex_unlock(&ev_lock);
+}
+
+/* one outstanding receive: blocking recv()s of "size" bytes, one by one */
+static void *ev_rx_thread(void *arg)
+{
+	struct ev_rx *r = arg;
+	uint8_t *buf = malloc(r->size);
+
+	if (buf)
+		memset(buf, 0, r->size);	/* fault the pages in now */
+	pthread_barrier_wait(r->start);
+	if (!buf) {
+		r->err = ENOMEM;
+		ev_mark_done(r);
+		return NULL;
+	}
+	for (;;) {
+		ssize_t n = recv(r->fd, buf, r->size, 0);
+		uint64_t t;
+
+		if (n > 0) {
+			t = now_ns();
+			if (!r->t_first)
+				r->t_first = t;
+			r->t_last = t;
+			r->bytes += n;
+			r->calls++;
+			continue;
+		}
+		if (n == 0) {
+			r->eof = 1;
+			break;
+		}
+		if (errno == EINTR) {
+			if (__atomic_load_n(&r->nudged, __ATOMIC_ACQUIRE))
+				break;
+			continue;
+		}
+		r->err = errno;
+		break;
+	}
+	free(buf);
+	ev_mark_done(r);
+	return NULL;
+}
+
+static void on_nudge(int sig)
+{
+	(void)sig;
+}
+
+static int srv_eval(int fd, const char *peer, const uint8_t *hdr)
+{
+	uint32_t size = get_u32(hdr + 8), nrx = hdr[2] << 8 | hdr[3];
+	uint32_t policy, threshold, status = 0;
+	uint8_t ext[RSB_EV_EXT_LEN], ready[RSB_EV_READY_LEN];
+	uint8_t reply[RSB_EV_REPLY_LEN];
+	uint64_t f[RSB_EV_NFIELDS] = { 0 };
+	uint64_t t0, t_end, t_first = 0, t_last = 0, u0, s0, u1, s1, deadline;
+	struct rsb_info i0, i1;
+	struct sys_snap snap;
+	struct sys_delta sd;
+	pthread_barrier_t start;
+	struct ev_rx *rx;
+	long pol, thr;
+	uint32_t k;
+	int ret = -1, err, all, eof_seen;
+
+	if (read_exact(fd, ext, sizeof(ext), "eval request"))
+		return -1;
+	if (nrx < 1 || nrx > RSB_MAX_RECVS) {
+		errmsg("%s: eval: bad number of receivers %u", peer, nrx);
+		return -1;
+	}
+	policy = get_u32(ext);
+	threshold = get_u32(ext + 4);
+	/* the client's choice, else this server's own -d/-X */
+	pol = policy != RSB_EV_UNSET ? (long)policy : opt.policy;
+	thr = threshold != RSB_EV_UNSET ? (long)threshold : opt.threshold;
+	status = apply_rs_opts(fd, pol, thr, peer);
+
+	get_info(fd, &i0);
+	memset(ready, 0, sizeof(ready));
+	put_u32(ready, RSB_MAGIC);
+	put_u32(ready + 4, status);
+	put_u32(ready + 8, RSI_HAS(&i0, rsi_policy) ? i0.i.rsi_policy :
+			   RSB_EV_UNSET);
+	put_u32(ready + 12, RSI_HAS(&i0, rsi_direct_threshold) ?
+			    i0.i.rsi_direct_threshold : RSB_EV_UNSET);
+	if (status) {
+		write_exact(fd, ready, sizeof(ready), "eval ready");
+		return -1;
+	}
+
+	rx = calloc(nrx, sizeof(*rx));
+	if (!rx) {
+		errmsg("%s: out of memory", peer);
+		return -1;
+	}
+	pthread_barrier_init(&start, NULL, nrx + 1);
+	for (k = 0; k < nrx; k++) {
+		rx[k].fd = fd;
+		rx[k].idx = k;
+		rx[k].size = size;
+		rx[k].start = &start;
+		err = pthread_create(&rx[k].th, NULL, ev_rx_thread, &rx[k]);
+		if (err) {
+			/* cannot happen at these numbers; do not limp on */
+			die("%s: pthread_create: %s", peer, strerror(err));
+		}
+	}
+	pthread_barrier_wait(&start);
+	/* let the receivers reach recv() before the client starts */
+	usleep(20000);
+
+	sys_begin(&snap);
+	rusage_us(&u0, &s0);
+	t0 = now_ns();
+	if (write_exact(fd, ready, sizeof(ready), "eval ready"))
+		status = EIO;
+
+	/*
+	 * Wait for every receiver. All of them should see end of stream
+	 * together; if some do not within a few seconds of the first, wake
+	 * them with a signal (and say so: that is worth a look).
+	 */
+	deadline = 0;
+	pthread_mutex_lock(&ev_lock);
+	for (;;) {
+		struct timespec ts;
+
+		all = 1;
+		eof_seen = 0;
+		for (k = 0; k < nrx; k++) {
+			if (!rx[k].done)
+				all = 0;
+			else if (rx[k].eof || rx[k].err)
+				eof_seen = 1;
+		}
+		if (all)
+			break;
+		if ((eof_seen || status) && !deadline)
+			deadline = now_ns() + 3 * NSEC_PER_SEC;
+		if (deadline && now_ns() >= deadline) {
+			for (k = 0; k < nrx; k++) {
+				if (rx[k].done)
+					continue;
+				__atomic_store_n(&rx[k].nudged, 1,
+						 __ATOMIC_RELEASE);
+				pthread_kill(rx[k].th, SIGUSR1);
+			}
+		}
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 100 * 1000000;
+		if (ts.tv_nsec >= (long)NSEC_PER_SEC) {
+			ts.tv_sec++;
+			ts.tv_nsec -= NSEC_PER_SEC;
+		}
+		pthread_cond_timedwait(&ev_cond, &ev_lock, &ts);
+	}
+	pthread_mutex_unlock(&ev_lock);
+	for (k = 0; k < nrx; k++)
+		pthread_join(rx[k].th, NULL);
+	t_end = now_ns();
+	rusage_us(&u1, &s1);
+	sys_end(&snap, &sd);
+	get_info(fd, &i1);
+	pthread_barrier_destroy(&start);
+
+	for (k = 0; k < nrx; k++) {
+		struct ev_rx *r = &rx[k];
+
+		f[EV_BYTES] += r->bytes;
+		f[EV_CALLS] += r->calls;
+		if (r->t_first && (!t_first || r->t_first < t_first))
+			t_first = r->t_first;
+		if (r->t_last > t_last)
+			t_last = r->t_last;
+		if (r->nudged && !r->eof && !r->err)
+			f[EV_NUDGED]++;
+		if (r->err && !status) {
+			errmsg("%s: eval: receiver %u: recv after %llu bytes: %s",
+			       peer, k, (unsigned long long)r->bytes,
+			       io_strerror(r->err));
+			status = r->err;
+		}
+	}
+	if (f[EV_NUDGED])
+		errmsg("%s: eval: %llu of %u blocked receivers did not see end of stream within 3 s of the first; woken by a signal",
+		       peer, (unsigned long long)f[EV_NUDGED], nrx);
+	f[EV_WIN_NS] = t_last > t0 ? t_last - t0 : 0;
+	f[EV_FIRST_NS] = t_first > t0 ? t_first - t0 : 0;
+	f[EV_EOF_NS] = t_end - t0;
+	f[EV_USER_US] = u1 - u0;
+	f[EV_SYS_US] = s1 - s0;
+	f[EV_SYS_OK] = sd.ok;
+	f[EV_SOFTIRQ_US] = sd.softirq_us;
+	f[EV_KTHREAD_US] = sd.kthread_us;
+	f[EV_BUSY_US] = sd.busy_us;
+	f[EV_POLICY] = RSB_EV_UNSET;
+	if (i0.ok && i1.ok)
+		f[EV_INFO] = 1;
+	if (RSI_HAS(&i0, rsi_rx_phase_switches) &&
+	    RSI_HAS(&i1, rsi_rx_phase_switches)) {
+		f[EV_INFO] |= 2;
+		f[EV_POLICY] = i1.i.rsi_policy;
+		f[EV_DIRECT_RX] = RSI_DELTA(&i0, &i1, rsi_direct_bytes_received);
+		f[EV_INDIRECT_RX] = RSI_DELTA(&i0, &i1,
+					      rsi_indirect_bytes_received);
+		f[EV_ADV_SENT] = RSI_DELTA(&i0, &i1, rsi_adverts_sent);
+		f[EV_ADV_FILLED] = RSI_DELTA(&i0, &i1, rsi_adverts_filled);
+		f[EV_ADV_DEAD] = RSI_DELTA(&i0, &i1, rsi_adverts_dead);
+		f[EV_ADV_CANCELLED] = RSI_DELTA(&i0, &i1,
+						rsi_adverts_cancelled);
+		f[EV_RX_SWITCHES] = RSI_DELTA(&i0, &i1, rsi_rx_phase_switches);
+	}
+
+	memset(reply, 0, sizeof(reply));
+	put_u32(reply, RSB_MAGIC);
+	put_u32(reply + 4, status);
+	put_u32(reply + 8, EV_COUNT);
+	for (k = 0; k < EV_COUNT; k++)
+		put_u64(reply + 16 + 8 * k, f[k]);
+	if (write_exact(fd, reply, sizeof(reply), "eval reply"))
+		goto out;
+	dump_rs_info(fd, peer);
+	if (opt.verbose)
+		errmsg("%s: eval %s %u B x%u receivers: %llu bytes in %.3f s, cpu %.3f s",
+		       peer, policy_name(pol), size, nrx,
+		       (unsigned long long)f[EV_BYTES], f[EV_WIN_NS] / 1e9,
+		       (f[EV_USER_US] + f[EV_SYS_US]) / 1e6);
+	/* wait for the client to close so that it has read the reply */
+	read_full(fd, reply, 1);
+	ret = status ? -1 : 0;
+out:
+	free(rx);
+	return ret;
+}
+
 static void *srv_thread(void *arg)
 {
 	struct srv_conn *c = arg;
@@ -659,7 +1254,10 @@ static void *srv_thread(void *arg)
 		ret = 0;
 		goto out;
 	}
-	if (hdr[0] != RSB_MODE_LAT && hdr[0] != RSB_MODE_BW) {
+	if (apply_rs_opts(c->fd, opt.policy, opt.threshold, peer))
+		goto out;
+	if (hdr[0] != RSB_MODE_LAT && hdr[0] != RSB_MODE_BW &&
+	    hdr[0] != RSB_MODE_EVAL) {
 		errmsg("%s: unknown request %#x (not an rsbench client?)", peer,
 		       hdr[0]);
 		goto out;
@@ -679,6 +1277,8 @@ static void *srv_thread(void *arg)
 	}
 	if (hdr[0] == RSB_MODE_LAT)
 		ret = srv_lat(c->fd, peer, size);
+	else if (hdr[0] == RSB_MODE_EVAL)
+		ret = srv_eval(c->fd, peer, hdr);
 	else
 		ret = srv_bw(c->fd, peer, size, flags);
 out:
@@ -710,6 +1310,9 @@ static int run_server(void)
 	if (setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) &&
 	    opt.verbose)
 		errmsg("warning: SO_REUSEADDR: %s", strerror(errno));
+	/* accepted sockets get them as well (srv_thread, srv_eval) */
+	if (apply_rs_opts(lfd, opt.policy, opt.threshold, "listener"))
+		return 1;
 	if (bind(lfd, (struct sockaddr *)&ss, len)) {
 		errmsg("bind %s (%s): %s", addr_str(&ss, abuf, sizeof(abuf)),
 		       opt.fam_name, strerror(errno));
@@ -1143,6 +1746,343 @@ static int run_bw(const struct sockaddr_storage *ss, socklen_t len)
 }
 
 /* ---------------------------------------------------------------------- */
+/* client: evaluation of the transfer policies (MacArthur and Russell)    */
+
+/*
+ * One wide CSV row per run. CPU times in microseconds; "per_mib" divides
+ * by the MiB received. snd_* is the client (sending) process, rcv_* the
+ * server (receiving) process, each getrusage(RUSAGE_SELF) user + system
+ * over its own window. *_sys_softirq/kthread/busy are system-wide
+ * (/proc), measured by each end over its window: on one host both ends
+ * see the same machine. Counter columns are RDMASTREAM_INFO deltas over
+ * the run, empty where the module or the family has none.
+ */
+static const char ev_header[] =
+	"transport,policy,size,recvs,sends,secs,bytes,mbps,tx_mbps,"
+	"snd_cpu_us,rcv_cpu_us,snd_cpu_us_per_mib,rcv_cpu_us_per_mib,"
+	"snd_user_us,snd_sys_us,rcv_user_us,rcv_sys_us,"
+	"snd_sys_softirq_us,snd_sys_kthread_us,snd_sys_busy_us,"
+	"rcv_sys_softirq_us,rcv_sys_kthread_us,rcv_sys_busy_us,"
+	"sys_softirq_us_per_mib,sys_kthread_us_per_mib,sys_busy_us_per_mib,"
+	"direct_pct,direct_bytes_sent,indirect_bytes_sent,"
+	"direct_bytes_received,indirect_bytes_received,"
+	"adverts_sent,adverts_filled,adverts_dead,adverts_cancelled,"
+	"adverts_received,adverts_used,adverts_stale,"
+	"tx_phase_switches,rx_phase_switches,zcopy_sends,"
+	"tx_policy,rx_policy,rx_threshold,recv_calls,first_byte_ms,status\n";
+
+struct row {
+	char buf[2048];
+	size_t len;
+};
+
+static void row_add(struct row *r, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void row_add(struct row *r, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (r->len >= sizeof(r->buf))
+		return;
+	if (r->len)
+		r->buf[r->len++] = ',';
+	va_start(ap, fmt);
+	n = vsnprintf(r->buf + r->len, sizeof(r->buf) - r->len, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		r->len += n;
+}
+
+static void row_u64(struct row *r, int valid, uint64_t v)
+{
+	if (valid)
+		row_add(r, "%llu", (unsigned long long)v);
+	else
+		row_add(r, "%s", "");
+}
+
+static void row_f(struct row *r, int valid, double v)
+{
+	if (valid)
+		row_add(r, "%.6g", v);
+	else
+		row_add(r, "%s", "");
+}
+
+struct ev_tx {
+	int fd;
+	int idx;
+	pthread_t th;
+	uint64_t sent;
+	uint64_t t_end;
+	int err;
+};
+
+static pthread_barrier_t ev_barrier;
+static uint64_t ev_deadline;		/* timed runs */
+static uint64_t ev_chunks;		/* runs of a byte count: chunks to send */
+static uint64_t ev_claimed;
+
+/* one outstanding send: "size"-byte writes until time or bytes run out */
+static void *ev_tx_thread(void *arg)
+{
+	struct ev_tx *t = arg;
+	size_t size = opt.size;
+	uint8_t *buf = malloc(size);
+
+	if (buf)
+		memset(buf, 0xa5, size);
+	pthread_barrier_wait(&ev_barrier);
+	if (!buf) {
+		t->err = ENOMEM;
+		return NULL;
+	}
+	for (;;) {
+		if (ev_chunks) {
+			if (__atomic_fetch_add(&ev_claimed, 1, __ATOMIC_RELAXED) >=
+			    ev_chunks)
+				break;
+		} else if (now_ns() >= ev_deadline) {
+			break;
+		}
+		if (write_full(t->fd, buf, size)) {
+			t->err = errno;
+			break;
+		}
+		t->sent += size;
+	}
+	t->t_end = now_ns();
+	free(buf);
+	return NULL;
+}
+
+static int run_eval(const struct sockaddr_storage *ss, socklen_t len)
+{
+	uint8_t hdr[RSB_HDR_LEN + RSB_EV_EXT_LEN], ready[RSB_EV_READY_LEN];
+	uint8_t reply[RSB_EV_REPLY_LEN];
+	uint64_t f[RSB_EV_NFIELDS] = { 0 };
+	uint64_t sent = 0, t0, t1 = 0, u0, s0, u1, s1, direct = 0, indirect = 0;
+	uint32_t status, nf, rx_policy, rx_thresh, k;
+	int nsend = opt.recvs / 2 > 1 ? opt.recvs / 2 : 1;
+	int fd, i, err, ret = 1, started = 0, tx_err = 0, have_dir, rx_dir;
+	double secs, mib, mbps, txmbps, snd_cpu, rcv_cpu, pct = 0;
+	struct rsb_info i0, i1;
+	struct sys_snap snap;
+	struct sys_delta sd;
+	struct ev_tx *tx;
+	struct row r = { .len = 0 };
+
+	memset(&snap, 0, sizeof(snap));
+	tx = calloc(nsend, sizeof(*tx));
+	if (!tx)
+		die("out of memory");
+	fd = client_connect(ss, len);
+	if (fd < 0)
+		goto out_free;
+
+	memset(hdr, 0, sizeof(hdr));
+	hdr[0] = RSB_MODE_EVAL;
+	hdr[1] = RSB_VERSION;
+	put_u16(hdr + 2, opt.recvs);
+	put_u32(hdr + 4, RSB_MAGIC);
+	put_u32(hdr + 8, opt.size);
+	put_u64(hdr + 16, opt.total);
+	put_u32(hdr + RSB_HDR_LEN, opt.fam == FAM_RDMASTREAM && opt.policy >= 0 ?
+		(uint32_t)opt.policy : RSB_EV_UNSET);
+	put_u32(hdr + RSB_HDR_LEN + 4,
+		opt.fam == FAM_RDMASTREAM && opt.threshold >= 0 ?
+		(uint32_t)opt.threshold : RSB_EV_UNSET);
+	if (write_exact(fd, hdr, sizeof(hdr), "eval request") ||
+	    read_exact(fd, ready, sizeof(ready), "eval ready from server"))
+		goto out;
+	if (get_u32(ready) != RSB_MAGIC) {
+		errmsg("eval: bad answer from server (an old rsbench?)");
+		goto out;
+	}
+	status = get_u32(ready + 4);
+	rx_thresh = get_u32(ready + 12);
+	if (status) {
+		errmsg("eval: the server could not apply policy %s / threshold %ld to its socket: %s",
+		       policy_name(opt.policy), opt.threshold, strerror(status));
+		goto out;
+	}
+
+	get_info(fd, &i0);
+	if (opt.total)
+		ev_chunks = (opt.total + opt.size - 1) / opt.size;
+	pthread_barrier_init(&ev_barrier, NULL, nsend + 1);
+	for (i = 0; i < nsend; i++) {
+		tx[i].fd = fd;
+		tx[i].idx = i;
+		err = pthread_create(&tx[i].th, NULL, ev_tx_thread, &tx[i]);
+		if (err)
+			die("pthread_create: %s", strerror(err));
+		started++;
+	}
+	sys_begin(&snap);
+	rusage_us(&u0, &s0);
+	t0 = now_ns();
+	ev_deadline = t0 + (uint64_t)(opt.seconds * NSEC_PER_SEC);
+	pthread_barrier_wait(&ev_barrier);
+	for (i = 0; i < started; i++) {
+		pthread_join(tx[i].th, NULL);
+		sent += tx[i].sent;
+		if (tx[i].t_end > t1)
+			t1 = tx[i].t_end;
+		if (tx[i].err && !tx_err) {
+			tx_err = tx[i].err;
+			errmsg("eval: sender %d: send after %llu bytes: %s", i,
+			       (unsigned long long)tx[i].sent,
+			       tx_err == EPIPE || tx_err == ECONNRESET ?
+			       "connection closed by the server (see its log)" :
+			       io_strerror(tx_err));
+		}
+	}
+	pthread_barrier_destroy(&ev_barrier);
+	if (tx_err)
+		goto out;
+
+	/* end of stream for every receiver, then the server's figures */
+	if (shutdown(fd, SHUT_WR)) {
+		errmsg("eval: shutdown(SHUT_WR): %s", strerror(errno));
+		goto out;
+	}
+	if (read_exact(fd, reply, sizeof(reply), "eval reply from server"))
+		goto out;
+	/* after the reply: all data has been consumed and accounted for */
+	rusage_us(&u1, &s1);
+	sys_end(&snap, &sd);
+	get_info(fd, &i1);
+
+	if (get_u32(reply) != RSB_MAGIC) {
+		errmsg("eval: bad reply from server");
+		goto out;
+	}
+	status = get_u32(reply + 4);
+	nf = get_u32(reply + 8);
+	for (k = 0; k < nf && k < RSB_EV_NFIELDS; k++)
+		f[k] = get_u64(reply + 16 + 8 * k);
+	if (status) {
+		errmsg("eval: server reports a failed receive: %s (see its log)",
+		       io_strerror(status));
+		goto out;
+	}
+	if (f[EV_BYTES] != sent) {
+		errmsg("eval: server received %llu bytes but %llu were sent",
+		       (unsigned long long)f[EV_BYTES],
+		       (unsigned long long)sent);
+		goto out;
+	}
+	if (!sent || !f[EV_WIN_NS] || t1 <= t0) {
+		errmsg("eval: nothing measured");
+		goto out;
+	}
+
+	secs = f[EV_WIN_NS] / 1e9;
+	mib = sent / (1024.0 * 1024.0);
+	mbps = sent / secs / 1e6;
+	txmbps = sent / ((t1 - t0) / 1e9) / 1e6;
+	snd_cpu = (double)(u1 - u0) + (s1 - s0);
+	rcv_cpu = (double)f[EV_USER_US] + f[EV_SYS_US];
+	have_dir = RSI_HAS(&i0, rsi_tx_phase_switches) &&
+		   RSI_HAS(&i1, rsi_tx_phase_switches);
+	rx_dir = (f[EV_INFO] & 2) != 0;
+	if (have_dir) {
+		direct = RSI_DELTA(&i0, &i1, rsi_direct_bytes_sent);
+		indirect = RSI_DELTA(&i0, &i1, rsi_indirect_bytes_sent);
+		if (direct + indirect)
+			pct = 100.0 * direct / (direct + indirect);
+	}
+	rx_policy = f[EV_POLICY];
+
+	row_add(&r, "%s", label());
+	row_add(&r, "%s", opt.fam == FAM_RDMASTREAM ?
+		policy_name(opt.policy) : "n/a");
+	row_u64(&r, 1, opt.size);
+	row_u64(&r, 1, opt.recvs);
+	row_u64(&r, 1, nsend);
+	row_f(&r, 1, secs);
+	row_u64(&r, 1, sent);
+	row_f(&r, 1, mbps);
+	row_f(&r, 1, txmbps);
+	row_u64(&r, 1, (uint64_t)snd_cpu);
+	row_u64(&r, 1, (uint64_t)rcv_cpu);
+	row_f(&r, 1, snd_cpu / mib);
+	row_f(&r, 1, rcv_cpu / mib);
+	row_u64(&r, 1, u1 - u0);
+	row_u64(&r, 1, s1 - s0);
+	row_u64(&r, 1, f[EV_USER_US]);
+	row_u64(&r, 1, f[EV_SYS_US]);
+	row_u64(&r, sd.ok, sd.softirq_us);
+	row_u64(&r, sd.ok, sd.kthread_us);
+	row_u64(&r, sd.ok, sd.busy_us);
+	row_u64(&r, f[EV_SYS_OK], f[EV_SOFTIRQ_US]);
+	row_u64(&r, f[EV_SYS_OK], f[EV_KTHREAD_US]);
+	row_u64(&r, f[EV_SYS_OK], f[EV_BUSY_US]);
+	/* per MiB: the receiver's window, which ends when all data is in */
+	row_f(&r, f[EV_SYS_OK], f[EV_SOFTIRQ_US] / mib);
+	row_f(&r, f[EV_SYS_OK], f[EV_KTHREAD_US] / mib);
+	row_f(&r, f[EV_SYS_OK], f[EV_BUSY_US] / mib);
+	row_f(&r, have_dir && direct + indirect, pct);
+	row_u64(&r, have_dir, direct);
+	row_u64(&r, have_dir, indirect);
+	row_u64(&r, rx_dir, f[EV_DIRECT_RX]);
+	row_u64(&r, rx_dir, f[EV_INDIRECT_RX]);
+	row_u64(&r, rx_dir, f[EV_ADV_SENT]);
+	row_u64(&r, rx_dir, f[EV_ADV_FILLED]);
+	row_u64(&r, rx_dir, f[EV_ADV_DEAD]);
+	row_u64(&r, rx_dir, f[EV_ADV_CANCELLED]);
+	row_u64(&r, have_dir, RSI_DELTA(&i0, &i1, rsi_adverts_received));
+	row_u64(&r, have_dir, RSI_DELTA(&i0, &i1, rsi_adverts_used));
+	row_u64(&r, have_dir, RSI_DELTA(&i0, &i1, rsi_adverts_stale));
+	row_u64(&r, have_dir, RSI_DELTA(&i0, &i1, rsi_tx_phase_switches));
+	row_u64(&r, rx_dir, f[EV_RX_SWITCHES]);
+	row_u64(&r, have_dir, RSI_DELTA(&i0, &i1, rsi_zcopy_sends));
+	row_add(&r, "%s", have_dir ? policy_name(i1.i.rsi_policy) : "");
+	row_add(&r, "%s", rx_dir && rx_policy != RSB_EV_UNSET ?
+		policy_name(rx_policy) : "");
+	row_u64(&r, rx_thresh != RSB_EV_UNSET, rx_thresh);
+	row_u64(&r, 1, f[EV_CALLS]);
+	row_f(&r, 1, f[EV_FIRST_NS] / 1e6);
+	row_add(&r, "%s", f[EV_NUDGED] ? "ok-nudged" : "ok");
+	if (opt.csv)
+		printf("%.*s\n", (int)r.len, r.buf);
+
+	human("%s eval %s %llu B, %d recvs / %d sends: %.2f MB/s (%.1f MB in %.2f s); process CPU us/MiB: sender %.0f, receiver %.0f",
+	      label(), opt.fam == FAM_RDMASTREAM ? policy_name(opt.policy) :
+	      "-", (unsigned long long)opt.size, opt.recvs, nsend, mbps,
+	      sent / 1e6, secs, snd_cpu / mib, rcv_cpu / mib);
+	if (f[EV_SYS_OK])
+		human("; system-wide us/MiB (receiver's window): softirq %.0f, kthreads %.0f, all busy %.0f",
+		      f[EV_SOFTIRQ_US] / mib, f[EV_KTHREAD_US] / mib,
+		      f[EV_BUSY_US] / mib);
+	if (have_dir)
+		human("; direct %.1f%% of bytes sent; adverts received %llu used %llu stale %llu",
+		      pct, (unsigned long long)RSI_DELTA(&i0, &i1,
+							 rsi_adverts_received),
+		      (unsigned long long)RSI_DELTA(&i0, &i1, rsi_adverts_used),
+		      (unsigned long long)RSI_DELTA(&i0, &i1,
+						    rsi_adverts_stale));
+	if (rx_dir)
+		human("; receiver adverts sent %llu filled %llu dead %llu cancelled %llu",
+		      (unsigned long long)f[EV_ADV_SENT],
+		      (unsigned long long)f[EV_ADV_FILLED],
+		      (unsigned long long)f[EV_ADV_DEAD],
+		      (unsigned long long)f[EV_ADV_CANCELLED]);
+	human("\n");
+	dump_rs_info(fd, "client");
+	ret = 0;
+out:
+	free(snap.kt);
+	close(fd);
+out_free:
+	free(tx);
+	return ret;
+}
+
+/* ---------------------------------------------------------------------- */
 /* client: connection rate                                                */
 
 static int one_conn(const struct sockaddr_storage *ss, socklen_t len,
@@ -1249,6 +2189,8 @@ static void __attribute__((noreturn)) usage(int code)
 "       %s -c ADDR [-p PORT] [-f FAMILY] -m lat  [-S SIZE] [-i ITERS] [-w N] [-t SECS]\n"
 "       %s -c ADDR [-p PORT] [-f FAMILY] -m bw   [-S SIZE] (-t SECS | -b BYTES) [-P N] [-V]\n"
 "       %s -c ADDR [-p PORT] [-f FAMILY] -m conn [-i N] [-w N] [-t SECS]\n"
+"       %s -c ADDR [-p PORT] [-f FAMILY] -m eval [-S SIZE] [-R N] (-t SECS | -b BYTES)\n"
+"                  [-d POLICY] [-X BYTES]\n"
 "\n"
 "  -f FAMILY   rdmastream (default), tcp or smc (AF_SMC, SMCPROTO_SMC[6])\n"
 "  -F NUM      socket family number for rdmastream (default %d)\n"
@@ -1259,6 +2201,11 @@ static void __attribute__((noreturn)) usage(int code)
 "  -m MODE     lat: ping-pong of SIZE bytes, round trip percentiles\n"
 "              bw: stream SIZE-byte writes, throughput measured at the receiver\n"
 "              conn: connect + 1 byte exchange + close, per second\n"
+"              eval: policy evaluation (MacArthur-Russell): -R receiver threads\n"
+"              each loop on a blocking recv(SIZE) on the server's one socket,\n"
+"              max(1, R/2) client threads write SIZE-byte chunks; throughput,\n"
+"              CPU per MiB on both ends (process, and system-wide softirq and\n"
+"              kernel threads from /proc), percent of bytes sent direct\n"
 "  -S SIZE     message/write size, suffix k/m (default 64; bw default 64k)\n"
 "  -i N        lat iterations (default 10000) / conn connections (default 1000)\n"
 "  -w N        warm-up iterations (default iters/10, at most 1000 lat / 10 conn)\n"
@@ -1266,6 +2213,12 @@ static void __attribute__((noreturn)) usage(int code)
 "  -b BYTES    bw: send BYTES in total (split over -P connections) instead of -t\n"
 "  -P N        bw: N parallel connections (default 1)\n"
 "  -V          bw: verify every byte on the server (costs CPU)\n"
+"  -R N        eval: outstanding receives = receiver threads (1 .. %d, default 1)\n"
+"  -d POLICY   rdmastream: RDMASTREAM_POLICY dynamic, direct(-only) or\n"
+"              indirect(-only) on the socket; a server sets it on its listening\n"
+"              and accepted sockets, an eval client asks the server for it too\n"
+"              (ignored for other families; failing to set it is an error)\n"
+"  -X BYTES    rdmastream: RDMASTREAM_DIRECT_THRESHOLD, the same way as -d\n"
 "  -T SECS     per-call socket timeout, SO_RCVTIMEO/SO_SNDTIMEO (default 30, 0 off)\n"
 "  -A SECS     overall deadline, exit 3 when exceeded (client default: automatic)\n"
 "  -o FMT      text (default) or csv: CSV rows on stdout, text line on stderr\n"
@@ -1274,8 +2227,10 @@ static void __attribute__((noreturn)) usage(int code)
 "  -v          verbose (server: per-connection lines; RDMASTREAM_INFO dumps)\n"
 "\n"
 "CSV columns: transport,mode,size,conns,metric,value,unit. MB/s = 10^6 bytes/s.\n"
+"  -m eval prints one row per run instead; -H shows its columns.\n"
 "Exit status: 0 ok, 1 error, 2 usage, 3 deadline exceeded.\n",
-		prog, prog, prog, prog, AF_RDMASTREAM, RSB_DEFAULT_PORT);
+		prog, prog, prog, prog, prog, AF_RDMASTREAM, RSB_DEFAULT_PORT,
+		RSB_MAX_RECVS);
 	exit(code);
 }
 
@@ -1333,7 +2288,7 @@ int main(int argc, char **argv)
 	socklen_t len;
 	uint64_t v;
 
-	while ((c = getopt(argc, argv, "sc:a:p:f:F:m:S:i:w:t:b:P:n:VT:A:o:Hl:vh")) != -1) {
+	while ((c = getopt(argc, argv, "sc:a:p:f:F:m:S:i:w:t:b:P:n:VT:A:o:Hl:vhd:R:X:")) != -1) {
 		switch (c) {
 		case 's':
 			opt.server = 1;
@@ -1376,6 +2331,8 @@ int main(int argc, char **argv)
 				opt.mode = RSB_MODE_BW;
 			else if (!strcmp(optarg, "conn"))
 				opt.mode = RSB_MODE_CONN;
+			else if (!strcmp(optarg, "eval"))
+				opt.mode = RSB_MODE_EVAL;
 			else {
 				errmsg("unknown mode %s", optarg);
 				usage(2);
@@ -1433,6 +2390,26 @@ int main(int argc, char **argv)
 		case 'v':
 			opt.verbose = 1;
 			break;
+		case 'd':
+			opt.policy = parse_policy(optarg);
+			if (opt.policy < 0) {
+				errmsg("unknown policy %s (dynamic, direct or indirect)",
+				       optarg);
+				usage(2);
+			}
+			break;
+		case 'R':
+			v = parse_size(optarg, "number of receives");
+			opt.recvs = v > RSB_MAX_RECVS ? RSB_MAX_RECVS + 1 : v;
+			break;
+		case 'X':
+			v = parse_size(optarg, "direct threshold");
+			if (v > INT_MAX) {
+				errmsg("direct threshold too large");
+				usage(2);
+			}
+			opt.threshold = v;
+			break;
 		case 'h':
 			usage(0);
 		default:
@@ -1450,12 +2427,30 @@ int main(int argc, char **argv)
 	if (opt.server && !opt.addr)
 		opt.addr = "0.0.0.0";
 
-	if (opt.mode == RSB_MODE_BW && !size_set)
+	if ((opt.mode == RSB_MODE_BW || opt.mode == RSB_MODE_EVAL) &&
+	    !size_set)
 		opt.size = 64 << 10;
 	if (opt.mode == RSB_MODE_CONN && !iters_set)
 		opt.iters = 1000;
-	if (opt.mode == RSB_MODE_BW && !opt.total && opt.seconds <= 0)
+	if ((opt.mode == RSB_MODE_BW || opt.mode == RSB_MODE_EVAL) &&
+	    !opt.total && opt.seconds <= 0)
 		opt.seconds = 5;
+	if (opt.recvs < 1 || opt.recvs > RSB_MAX_RECVS) {
+		errmsg("-R must be 1 .. %d", RSB_MAX_RECVS);
+		usage(2);
+	}
+	if (opt.recvs > 1 && opt.mode != RSB_MODE_EVAL) {
+		errmsg("-R only applies to -m eval");
+		usage(2);
+	}
+	if (opt.mode == RSB_MODE_EVAL && opt.verify) {
+		errmsg("-V does not apply to -m eval (concurrent writers interleave)");
+		usage(2);
+	}
+	if (opt.fam != FAM_RDMASTREAM &&
+	    (opt.policy >= 0 || opt.threshold >= 0))
+		errmsg("note: -d/-X apply to rdmastream only; not set for %s",
+		       opt.fam_name);
 	if (opt.size < 1 || opt.size > RSB_MAX_SIZE) {
 		errmsg("size must be 1 .. %u bytes", RSB_MAX_SIZE);
 		usage(2);
@@ -1479,7 +2474,8 @@ int main(int argc, char **argv)
 	sigaction(SIGALRM, &sa, NULL);
 	if (!opt.server && !opt.deadline) {
 		/* automatic: generous, but never hang forever */
-		if (opt.mode == RSB_MODE_BW && !opt.total)
+		if ((opt.mode == RSB_MODE_BW || opt.mode == RSB_MODE_EVAL) &&
+		    !opt.total)
 			opt.deadline = opt.seconds + 2 * opt.timeout + 30;
 		else if (opt.seconds > 0)
 			opt.deadline = opt.seconds + 2 * opt.timeout + 30;
@@ -1488,6 +2484,9 @@ int main(int argc, char **argv)
 	}
 	if (opt.deadline)
 		alarm(opt.deadline);
+	/* eval server: wakes receivers stuck after end of stream */
+	sa.sa_handler = on_nudge;
+	sigaction(SIGUSR1, &sa, NULL);
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (opt.server)
@@ -1496,13 +2495,17 @@ int main(int argc, char **argv)
 	if (resolve(opt.addr, opt.port, 0, &ss, &len))
 		return 1;
 	if (opt.csv && opt.csv_header)
-		printf("transport,mode,size,conns,metric,value,unit\n");
+		fputs(opt.mode == RSB_MODE_EVAL ? ev_header :
+		      "transport,mode,size,conns,metric,value,unit\n", stdout);
 	switch (opt.mode) {
 	case RSB_MODE_LAT:
 		ret = run_lat(&ss, len);
 		break;
 	case RSB_MODE_BW:
 		ret = run_bw(&ss, len);
+		break;
+	case RSB_MODE_EVAL:
+		ret = run_eval(&ss, len);
 		break;
 	default:
 		ret = run_conn(&ss, len);

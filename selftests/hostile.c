@@ -330,7 +330,7 @@ FIXTURE_VARIANT_ADD(hostile, bad_rkey) { .attack = BAD_RKEY };
 FIXTURE_VARIANT_ADD(hostile, overrun) { .attack = OVERRUN };
 
 /* Accept the hostile peer's connection; it has the SETUP by then. */
-static void hostile_setup(struct __test_metadata *_metadata, int *lfd,
+static void peer_accept(struct __test_metadata *_metadata, int *lfd,
 			  int *s, struct peer *p)
 {
 	struct sockaddr_in sin;
@@ -350,7 +350,7 @@ static void hostile_setup(struct __test_metadata *_metadata, int *lfd,
 	ASSERT_EQ(0, rs_set_timeo(*s, SO_RCVTIMEO, 10000));
 }
 
-static void hostile_teardown(int lfd, int s, struct peer *p)
+static void peer_release(int lfd, int s, struct peer *p)
 {
 	peer_close(p);
 	if (s >= 0)
@@ -361,12 +361,12 @@ static void hostile_teardown(int lfd, int s, struct peer *p)
 
 FIXTURE_SETUP(hostile)
 {
-	hostile_setup(_metadata, &self->lfd, &self->s, &self->p);
+	peer_accept(_metadata, &self->lfd, &self->s, &self->p);
 }
 
 FIXTURE_TEARDOWN(hostile)
 {
-	hostile_teardown(self->lfd, self->s, &self->p);
+	peer_release(self->lfd, self->s, &self->p);
 }
 
 FIXTURE(hostile_adv)
@@ -388,12 +388,12 @@ FIXTURE_VARIANT_ADD(hostile_adv, bogus) { .attack = ADV_BOGUS };
 
 FIXTURE_SETUP(hostile_adv)
 {
-	hostile_setup(_metadata, &self->lfd, &self->s, &self->p);
+	peer_accept(_metadata, &self->lfd, &self->s, &self->p);
 }
 
 FIXTURE_TEARDOWN(hostile_adv)
 {
-	hostile_teardown(self->lfd, self->s, &self->p);
+	peer_release(self->lfd, self->s, &self->p);
 }
 
 TEST_F_TIMEOUT(hostile, attack, 120)

@@ -7,7 +7,7 @@
  * transport the same way.
  *
  *	rsbench -s [-f FAMILY] [-a ADDR] [-p PORT] [-n COUNT]
- *	rsbench -c ADDR [-f FAMILY] [-p PORT] -m lat|bw|conn [options]
+ *	rsbench -c ADDR [-f FAMILY] [-p PORT] -m lat|bw|conn|eval [options]
  *
  * Wire protocol (all integers big endian):
  *

@@ -89,7 +89,7 @@ static bool rs_drecv_room_locked(struct rs_sock *rs)
 {
 	u32 returns = min_t(u32, rs->flow.owed, RS_IMM_CREDIT_MAX);
 
-	return rs->transport && !rs->dead && rs->flow.ready && rs->dmax &&
+	return rs->transport && !rs->dead && rs->flow.setup_sent && rs->dmax &&
 	       rs_drx_may_advert(&rs->drx, rs_flow_rx_avail(&rs->flow)) &&
 	       rs_sq_free(rs) >= 2 && rs_flow_may_send(&rs->flow, returns);
 }

@@ -57,6 +57,8 @@ static void rs_ctrl_sent(struct rs_sock *rs, enum rs_ctl_type type)
 	switch (type) {
 	case RS_MSG_FIN:
 		rs->flow.fin_sent = true;
+		/* ADVERTs still queued die at the peer with the FIN */
+		rs_dtx_on_cancel(&rs->dtx);
 		break;
 	case RS_MSG_SETUP:
 		rs->flow.setup_sent = true;

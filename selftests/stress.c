@@ -9,13 +9,19 @@
  * RS_STRESS_MAXIO_KB. Every byte is checked against a pattern derived
  * from (connection, direction, offset).
  *
+ * policy.{dynamic,direct_only,indirect_only}.bidir: the same, with both
+ * ends of every connection set to one transfer policy (the module's
+ * direct transfers, docs/direct.md); RS_STRESS_POLICY_MB (64) in total
+ * each. Dynamic must have moved bytes both ways: direct and indirect.
+ *
  * churn: RS_CHURN short connections from 4 threads (connect, exchange,
  * close in random order, some with a reset).
  *
  * fanout: RS_FANOUT connections open at once, all used, then closed.
  *
  * Knobs (defaults): RS_STRESS_CONNS (8), RS_STRESS_MB (256, total over all
- * streams), RS_STRESS_MAXIO_KB (4096), RS_STRESS_SEED (1), RS_CHURN (200),
+ * streams), RS_STRESS_POLICY_MB (64), RS_STRESS_MAXIO_KB (4096),
+ * RS_STRESS_SEED (1), RS_CHURN (200),
  * RS_FANOUT (64). The results are also written to $RS_OUT/stress.txt.
  */
 #include "rs_common.h"
@@ -45,16 +51,48 @@ FIXTURE_TEARDOWN(stress)
 		fclose(self->report);
 }
 
-#define report(self, fmt, ...) do {					\
+#define report(rep, fmt, ...) do {					\
 	rs_info(fmt, ##__VA_ARGS__);					\
-	if ((self)->report)						\
-		fprintf((self)->report, fmt "\n", ##__VA_ARGS__);	\
+	if (rep)							\
+		fprintf(rep, fmt "\n", ##__VA_ARGS__);			\
 } while (0)
 
-TEST_F_TIMEOUT(stress, bidir, 900)
+static void set_policy(struct __test_metadata *_metadata, int fd, int policy)
+{
+	if (policy >= 0)
+		ASSERT_EQ(0, setsockopt(fd, SOL_RDMASTREAM, RDMASTREAM_POLICY,
+					&policy, sizeof(policy)));
+}
+
+/* Sum of the direct and the indirect bytes received on fds. */
+static void bytes_by_path(int *fds, unsigned int n, uint64_t *direct,
+			  uint64_t *indirect)
+{
+	struct rdmastream_info info;
+	socklen_t len;
+	unsigned int i;
+
+	*direct = 0;
+	*indirect = 0;
+	for (i = 0; i < n; i++) {
+		len = sizeof(info);
+		memset(&info, 0, sizeof(info));
+		if (getsockopt(fds[i], SOL_RDMASTREAM, RDMASTREAM_INFO, &info,
+			       &len))
+			continue;
+		*direct += info.rsi_direct_bytes_received;
+		*indirect += info.rsi_indirect_bytes_received;
+	}
+}
+
+/*
+ * Both directions of nconn connections at once, every byte checked; with
+ * policy >= 0, both ends set to it.
+ */
+static void bidir(struct __test_metadata *_metadata, FILE *rep, int policy,
+		  uint64_t total)
 {
 	unsigned int nconn = rs_env_ulong("RS_STRESS_CONNS", 8);
-	uint64_t total = rs_env_ulong("RS_STRESS_MB", 256) * RS_MIB;
 	size_t maxio = rs_env_ulong("RS_STRESS_MAXIO_KB", 4096) * RS_KIB;
 	uint64_t seed = rs_env_ulong("RS_STRESS_SEED", 1);
 	struct sockaddr_in sin;
@@ -77,8 +115,10 @@ TEST_F_TIMEOUT(stress, bidir, 900)
 	ASSERT_NE(NULL, s);
 
 	lfd = rs_listener_opts(_metadata, &sin, 64, 0);
+	set_policy(_metadata, lfd, policy);
 	for (i = 0; i < nconn; i++) {
 		c[i] = rs_connect(_metadata, &sin);
+		set_policy(_metadata, c[i], policy);
 		s[i] = rs_accept(_metadata, lfd);
 	}
 	close(lfd);
@@ -122,16 +162,90 @@ TEST_F_TIMEOUT(stress, bidir, 900)
 			RS_XFER_OK(p, what);
 			moved += p->done;
 		}
+	}
+	if (!rs.tcp) {
+		uint64_t dc, ic, ds, is;
+
+		bytes_by_path(c, nconn, &dc, &ic);
+		bytes_by_path(s, nconn, &ds, &is);
+		report(rep, "stress.bidir: policy %d: direct %llu MiB, indirect %llu MiB received",
+		       policy, (unsigned long long)((dc + ds) / RS_MIB),
+		       (unsigned long long)((ic + is) / RS_MIB));
+		EXPECT_EQ(moved, dc + ic + ds + is);
+		if (policy == RDMASTREAM_POLICY_DIRECT_ONLY)
+			EXPECT_EQ(0, ic + is);
+		if (policy == RDMASTREAM_POLICY_INDIRECT_ONLY)
+			EXPECT_EQ(0, dc + ds);
+		if (policy == RDMASTREAM_POLICY_DYNAMIC) {
+			EXPECT_GT(dc, 0);
+			EXPECT_GT(ds, 0);
+			EXPECT_GT(ic + is, 0);
+		}
+	}
+	for (i = 0; i < nconn; i++) {
 		close(c[i]);
 		close(s[i]);
 	}
-	report(self, "stress.bidir: %u conns, %llu MiB verified in %.2f s: %.1f MiB/s (max I/O %zu KiB, seed %llu)",
+	report(rep, "stress.bidir: %u conns, %llu MiB verified in %.2f s: %.1f MiB/s (max I/O %zu KiB, seed %llu)",
 	       nconn, (unsigned long long)(moved / RS_MIB), dt,
 	       moved / RS_MIB / dt, maxio / RS_KIB,
 	       (unsigned long long)seed);
 	free(x);
 	free(c);
 	free(s);
+}
+
+TEST_F_TIMEOUT(stress, bidir, 900)
+{
+	bidir(_metadata, self->report, -1,
+	      rs_env_ulong("RS_STRESS_MB", 256) * RS_MIB);
+}
+
+FIXTURE(policy)
+{
+	FILE *report;
+};
+
+FIXTURE_VARIANT(policy)
+{
+	int policy;
+};
+
+FIXTURE_VARIANT_ADD(policy, dynamic) {
+	.policy = RDMASTREAM_POLICY_DYNAMIC,
+};
+
+FIXTURE_VARIANT_ADD(policy, direct_only) {
+	.policy = RDMASTREAM_POLICY_DIRECT_ONLY,
+};
+
+FIXTURE_VARIANT_ADD(policy, indirect_only) {
+	.policy = RDMASTREAM_POLICY_INDIRECT_ONLY,
+};
+
+FIXTURE_SETUP(policy)
+{
+	char path[512];
+
+	rs_watchdog(_metadata->timeout + 30);
+	self->report = NULL;
+	if (rs.out) {
+		snprintf(path, sizeof(path), "%s/stress.txt", rs.out);
+		self->report = fopen(path, "a");
+	}
+}
+
+FIXTURE_TEARDOWN(policy)
+{
+	if (self->report)
+		fclose(self->report);
+}
+
+TEST_F_TIMEOUT(policy, bidir, 900)
+{
+	RS_SKIP_TCP("transfer policies are rdmastream's");
+	bidir(_metadata, self->report, variant->policy,
+	      rs_env_ulong("RS_STRESS_POLICY_MB", 64) * RS_MIB);
 }
 
 struct churner {
@@ -255,7 +369,7 @@ TEST_F_TIMEOUT(stress, churn, 600)
 	}
 	dt = rs_now() - t0;
 	EXPECT_EQ(total, done);
-	report(self, "stress.churn: %u connections in %.2f s: %.1f/s",
+	report(self->report, "stress.churn: %u connections in %.2f s: %.1f/s",
 	       done, dt, done / dt);
 }
 
@@ -301,7 +415,7 @@ TEST_F_TIMEOUT(stress, fanout, 300)
 		close(c[i]);
 		close(s[i]);
 	}
-	report(self, "stress.fanout: %u connections open at once, %.2f s",
+	report(self->report, "stress.fanout: %u connections open at once, %.2f s",
 	       n, rs_now() - t0);
 	free(c);
 	free(s);

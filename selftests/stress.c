@@ -28,6 +28,17 @@
 
 #define MAX_CONNS	256
 
+/* $RS_OUT/stress.txt, appended to, or NULL. */
+static FILE *report_open(void)
+{
+	char path[512];
+
+	if (!rs.out)
+		return NULL;
+	snprintf(path, sizeof(path), "%s/stress.txt", rs.out);
+	return fopen(path, "a");
+}
+
 FIXTURE(stress)
 {
 	FILE *report;
@@ -35,14 +46,8 @@ FIXTURE(stress)
 
 FIXTURE_SETUP(stress)
 {
-	char path[512];
-
 	rs_watchdog(_metadata->timeout + 30);
-	self->report = NULL;
-	if (rs.out) {
-		snprintf(path, sizeof(path), "%s/stress.txt", rs.out);
-		self->report = fopen(path, "a");
-	}
+	self->report = report_open();
 }
 
 FIXTURE_TEARDOWN(stress)
@@ -225,14 +230,8 @@ FIXTURE_VARIANT_ADD(policy, indirect_only) {
 
 FIXTURE_SETUP(policy)
 {
-	char path[512];
-
 	rs_watchdog(_metadata->timeout + 30);
-	self->report = NULL;
-	if (rs.out) {
-		snprintf(path, sizeof(path), "%s/stress.txt", rs.out);
-		self->report = fopen(path, "a");
-	}
+	self->report = report_open();
 }
 
 FIXTURE_TEARDOWN(policy)

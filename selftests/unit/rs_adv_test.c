@@ -20,38 +20,7 @@
 #include <time.h>
 
 #include "rs_adv.h"
-
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-
-static int failures;
-
-/* True when cond holds; otherwise says where and why, and counts it. */
-#define CHECK(cond, ...) check(!!(cond), __LINE__, #cond, __VA_ARGS__)
-
-static bool check(bool ok, int line, const char *what, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (ok)
-		return true;
-	failures++;
-	printf("# FAIL line %d: %s: ", line, what);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	return false;
-}
-
-static u64 rng_state;
-
-static u32 rnd(u32 n)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return n ? (u32)(rng_state % n) : 0;
-}
+#include "unit.h"
 
 /* True with a chance of p percent. */
 static bool pct(u32 p)

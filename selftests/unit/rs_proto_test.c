@@ -17,40 +17,7 @@
 #include <string.h>
 
 #include "rs_proto.h"
-
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-
-static int failures;
-static unsigned long long checks;
-
-/* True when cond holds; otherwise says where and why, and counts it. */
-#define CHECK(cond, ...) check(!!(cond), __LINE__, #cond, __VA_ARGS__)
-
-static bool check(bool ok, int line, const char *what, const char *fmt, ...)
-{
-	va_list ap;
-
-	checks++;
-	if (ok)
-		return true;
-	failures++;
-	printf("# FAIL line %d: %s: ", line, what);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	return false;
-}
-
-static u64 rng_state;
-
-static u32 rnd(u32 n)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return n ? (u32)(rng_state % n) : 0;
-}
+#include "unit.h"
 
 /* The byte at offset off of the stream of direction dir. */
 static u8 stream_byte(int dir, u64 off)

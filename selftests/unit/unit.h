@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * What the user-space unit tests share: a CHECK that reports and counts
+ * failures, and a small seeded random generator (xorshift64). Each test
+ * is one translation unit, so the state below is per test program.
+ */
+#ifndef RS_UNIT_H
+#define RS_UNIT_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+static int failures;
+static unsigned long long checks;
+
+/* True when cond holds; otherwise says where and why, and counts it. */
+#define CHECK(cond, ...) check(!!(cond), __LINE__, #cond, __VA_ARGS__)
+
+static inline bool check(bool ok, int line, const char *what,
+			 const char *fmt, ...)
+{
+	va_list ap;
+
+	checks++;
+	if (ok)
+		return true;
+	failures++;
+	printf("# FAIL line %d: %s: ", line, what);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	return false;
+}
+
+static u64 rng_state;
+
+/* A number below n (0 for n == 0). Seed rng_state (non-zero) first. */
+static inline u32 rnd(u32 n)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return n ? (u32)(rng_state % n) : 0;
+}
+
+#endif /* RS_UNIT_H */

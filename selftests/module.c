@@ -482,6 +482,8 @@ static int connect_retry(struct __test_metadata *_metadata,
 TEST_F_TIMEOUT(device, removal, 180)
 {
 	struct blocked r = { }, w = { };
+	struct rdmastream_info info;
+	socklen_t ilen = sizeof(info);
 	struct sockaddr_in sin;
 	socklen_t len = sizeof(sin);
 	int i, rev, lfd, c, s;
@@ -496,7 +498,10 @@ TEST_F_TIMEOUT(device, removal, 180)
 		SKIP(return, "needs RS_NETDEV, the rdma tool and %s",
 		     rs.rdmadev);
 
-	/* Pair 1: a reader blocked. Pair 2: a writer blocked (full). */
+	/*
+	 * Pair 1: a reader blocked (its buffer advertised for a direct
+	 * transfer). Pair 2: a writer blocked (full).
+	 */
 	rs_pair(_metadata, &self->fd[0], &self->fd[1]);
 	rs_pair(_metadata, &self->fd[2], &self->fd[3]);
 	ASSERT_GT(rs_fill_pipe(self->fd[2], rs_key(0, 0, 71)), 0);
@@ -508,6 +513,10 @@ TEST_F_TIMEOUT(device, removal, 180)
 	rs_msleep(300);
 	ASSERT_FALSE(is_done(&r));
 	ASSERT_FALSE(is_done(&w));
+	/* the reader's 1 MiB buffer is advertised: pinned, peer-writable */
+	ASSERT_EQ(0, getsockopt(r.fd, SOL_RDMASTREAM, RDMASTREAM_INFO, &info,
+				&ilen));
+	EXPECT_EQ(1, info.rsi_adverts_sent);
 
 	t0 = rs_now();
 	self->removed = true;

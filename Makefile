@@ -61,7 +61,7 @@ eval: deps
 checkpatch: ksrc
 	$(KSRC)/scripts/checkpatch.pl --no-tree --terse -f \
 		$(filter-out %.mod.c,$(wildcard kmod/*.c)) kmod/*.h \
-		uapi/linux/*.h selftests/unit/*.c
+		uapi/linux/*.h selftests/unit/*.c selftests/unit/*.h
 
 clean:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) clean || true

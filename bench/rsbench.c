@@ -128,6 +128,7 @@ static struct {
 	int verify;
 	int policy;			/* RDMASTREAM_POLICY_*, -1: leave alone */
 	long threshold;			/* RDMASTREAM_DIRECT_THRESHOLD, -1: same */
+	size_t rxbuf;			/* lat: recv() buffer, 0: the message */
 	int recvs;			/* eval: outstanding receives */
 } opt = {
 	.fam = FAM_RDMASTREAM,
@@ -493,6 +494,33 @@ static int write_full(int fd, const void *buf, size_t len)
 }
 
 /* read exactly len bytes; describe any failure as "what" */
+/*
+ * Read one len-byte message with recv()s offering cap bytes (at least
+ * len), as an application reading into a large buffer does; only in
+ * ping-pong, where nothing follows the message until it is answered.
+ */
+static ssize_t read_msg(int fd, void *buf, size_t len, size_t cap)
+{
+	size_t done = 0;
+
+	if (cap < len)
+		return read_full(fd, buf, len);
+	while (done < len) {
+		ssize_t n = recv(fd, (char *)buf + done, cap - done, 0);
+
+		if (n > 0) {
+			done += n;
+			continue;
+		}
+		if (n == 0)
+			break;
+		if (errno == EINTR)
+			continue;
+		return -1;
+	}
+	return done;
+}
+
 static int read_exact(int fd, void *buf, size_t len, const char *what)
 {
 	ssize_t n = read_full(fd, buf, len);
@@ -794,13 +822,13 @@ static int srv_lat(int fd, const char *peer, uint32_t size)
 	uint8_t *buf;
 	int ret = -1;
 
-	buf = malloc(size);
+	buf = malloc(size > opt.rxbuf ? size : opt.rxbuf);
 	if (!buf) {
 		errmsg("%s: out of memory", peer);
 		return -1;
 	}
 	for (;;) {
-		ssize_t r = read_full(fd, buf, size);
+		ssize_t r = read_msg(fd, buf, size, opt.rxbuf);
 
 		if (r == 0) {
 			ret = 0;		/* client done */
@@ -1463,7 +1491,7 @@ static int run_lat(const struct sockaddr_storage *ss, socklen_t len)
 	int fd, ret = 1;
 
 	tx = malloc(size);
-	rx = malloc(size);
+	rx = malloc(size > opt.rxbuf ? size : opt.rxbuf);
 	samples = malloc(opt.iters * sizeof(*samples));
 	if (!tx || !rx || !samples)
 		die("out of memory");
@@ -1497,8 +1525,12 @@ static int run_lat(const struct sockaddr_storage *ss, socklen_t len)
 			       (unsigned long long)i, io_strerror(errno));
 			goto out;
 		}
-		if (read_exact(fd, rx, size, "lat echo"))
+		errno = 0;
+		if (read_msg(fd, rx, size, opt.rxbuf) != (ssize_t)size) {
+			errmsg("recv lat echo: %s", errno ? io_strerror(errno) :
+			       "peer closed the connection");
 			goto out;
+		}
 		t1 = now_ns();
 		if (memcmp(tx, rx, size)) {
 			errmsg("lat: echo of message %llu differs from what was sent",
@@ -2219,6 +2251,8 @@ static void __attribute__((noreturn)) usage(int code)
 "              and accepted sockets, an eval client asks the server for it too\n"
 "              (ignored for other families; failing to set it is an error)\n"
 "  -X BYTES    rdmastream: RDMASTREAM_DIRECT_THRESHOLD, the same way as -d\n"
+"  -L BYTES    lat: read messages with recv()s of BYTES (a large buffer, as\n"
+"              many applications use), on the side given it\n"
 "  -T SECS     per-call socket timeout, SO_RCVTIMEO/SO_SNDTIMEO (default 30, 0 off)\n"
 "  -A SECS     overall deadline, exit 3 when exceeded (client default: automatic)\n"
 "  -o FMT      text (default) or csv: CSV rows on stdout, text line on stderr\n"
@@ -2288,7 +2322,7 @@ int main(int argc, char **argv)
 	socklen_t len;
 	uint64_t v;
 
-	while ((c = getopt(argc, argv, "sc:a:p:f:F:m:S:i:w:t:b:P:n:VT:A:o:Hl:vhd:R:X:")) != -1) {
+	while ((c = getopt(argc, argv, "sc:a:p:f:F:m:S:i:w:t:b:P:n:VT:A:o:Hl:vhd:R:X:L:")) != -1) {
 		switch (c) {
 		case 's':
 			opt.server = 1;
@@ -2337,6 +2371,9 @@ int main(int argc, char **argv)
 				errmsg("unknown mode %s", optarg);
 				usage(2);
 			}
+			break;
+		case 'L':
+			opt.rxbuf = parse_size(optarg, "recv buffer");
 			break;
 		case 'S':
 			opt.size = parse_size(optarg, "size");

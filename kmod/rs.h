@@ -39,6 +39,7 @@
 #define RS_MAX_SGE		16	/* gather entries per direct WRITE */
 #define RS_DIRECT_PAGES		512	/* largest advertised buffer, pages */
 #define RS_CANCEL_TIMEOUT	(10 * HZ)	/* peer silent on a CANCEL */
+#define RS_DSMALL_MAX		4	/* small direct receives before backing off */
 
 /* Control message types (wire format: docs/wire-format.md). */
 enum rs_ctl_type {
@@ -171,6 +172,9 @@ struct rs_sock {
 	int nodelay;			/* TCP_NODELAY, accepted and kept */
 	int policy;			/* RDMASTREAM_POLICY_* */
 	u32 dthresh;			/* direct threshold, 0: module's */
+	u32 dsmall;			/* direct receives in a row that got
+					 * less than the threshold (lock_sock)
+					 */
 
 	/* verbs resources, alive while transport is set */
 	bool transport;
@@ -373,6 +377,7 @@ __poll_t rs_drecv_on_direct(struct rs_sock *rs, const struct rs_ctl *m,
 void rs_dslots_unmap_locked(struct rs_sock *rs);
 int rs_dslots_alloc(struct rs_sock *rs);
 void rs_dslots_free(struct rs_sock *rs);
+void rs_drecv_learn(struct rs_sock *rs, u32 got, bool direct);
 
 /* rs_dsend.c */
 long rs_dsend(struct rs_sock *rs, struct msghdr *msg, u32 len, long *timeo);

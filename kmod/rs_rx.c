@@ -180,6 +180,8 @@ int rs_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 			if (err)
 				break;
 			copied += n;
+			if (!peek)
+				rs_drecv_learn(rs, n, false);
 			if (peek)
 				skip += n;
 			if (copied >= target)

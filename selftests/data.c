@@ -881,6 +881,42 @@ static void settle(struct __test_metadata *_metadata, int c, int s)
 	ASSERT_EQ(1, recv(c, &b, 1, 0));
 }
 
+/*
+ * SO_BUSY_POLL: the receiver spins a while for data before sleeping.
+ * Round trips still carry every byte, a receive with nothing coming still
+ * times out, and the option reads back.
+ */
+TEST_F(data, busy_poll)
+{
+	int usec = 20000, got = 0, i;
+	socklen_t len = sizeof(got);
+	char msg[64], buf[64];
+	double t0;
+
+	if (setsockopt(self->s, SOL_SOCKET, SO_BUSY_POLL, &usec,
+		       sizeof(usec)) && errno == EPERM)
+		SKIP(return, "raising SO_BUSY_POLL needs CAP_NET_ADMIN");
+	ASSERT_EQ(0, setsockopt(self->c, SOL_SOCKET, SO_BUSY_POLL, &usec,
+				sizeof(usec)));
+	ASSERT_EQ(0, getsockopt(self->s, SOL_SOCKET, SO_BUSY_POLL, &got,
+				&len));
+	ASSERT_EQ(usec, got);
+	for (i = 0; i < 200; i++) {
+		memset(msg, i, sizeof(msg));
+		ASSERT_EQ(64, send(self->c, msg, sizeof(msg), 0));
+		ASSERT_EQ(64, recv(self->s, buf, sizeof(buf), MSG_WAITALL));
+		ASSERT_EQ(0, memcmp(buf, msg, sizeof(msg)));
+		ASSERT_EQ(64, send(self->s, buf, sizeof(buf), 0));
+		ASSERT_EQ(64, recv(self->c, msg, sizeof(msg), MSG_WAITALL));
+		ASSERT_EQ(0, memcmp(buf, msg, sizeof(msg)));
+	}
+	ASSERT_EQ(0, rs_set_timeo(self->s, SO_RCVTIMEO, 50));
+	t0 = rs_now();
+	EXPECT_EQ(-1, recv(self->s, buf, sizeof(buf), 0));
+	EXPECT_EQ(EAGAIN, errno);
+	EXPECT_LT(rs_now() - t0, 2.0);
+}
+
 TEST_F(data, info)
 {
 	struct rdmastream_info ci0, si0, ci, si;

@@ -116,6 +116,15 @@ static int rs_post_chunk(struct rs_sock *rs, const struct rs_chunk *c)
 	wr.rkey = rs->peer_rkey;
 
 	rs_flow_chunk_sent(&rs->flow, c);
+	/*
+	 * Inline data is in the work request once it is posted: its ring
+	 * space is free at once (when all before it is), and the write
+	 * needs no completion of its own.
+	 */
+	if (inl && rs->flow.tx_done == rs->flow.tx_sent - c->len) {
+		rs->flow.tx_done = rs->flow.tx_sent;
+		last = false;
+	}
 	if (rs_post_slot(rs, &wr.wr, !inl || last, false)) {
 		/* the QP is broken; the CM or a completion will report it */
 		rs->flow.owed += credits;

@@ -291,6 +291,9 @@ long rs_dsend(struct rs_sock *rs, struct msghdr *msg, u32 len, long *timeo)
 	u32 n;
 
 	for (;;) {
+		/* no ADVERT queued (the common case): nothing to lock for */
+		if (!READ_ONCE(rs->dtx.count))
+			return 0;
 		spin_lock_bh(&rs->lock);
 		ret = rs_dsend_pick_locked(rs, &snap);
 		spin_unlock_bh(&rs->lock);

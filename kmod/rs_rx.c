@@ -98,14 +98,17 @@ void rs_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 		rs_wake(&rs->sk, mask);
 }
 
+/*
+ * Unread stream-buffer bytes, without rs->lock: rx_prod only grows (in
+ * softirq, after the bytes have landed) and rx_cons only moves under
+ * lock_sock() in recvmsg, so a stale rx_prod merely understates them.
+ */
 u32 rs_rx_avail(struct rs_sock *rs)
 {
-	u32 avail;
+	const struct rs_flow *f = &rs->flow;
 
-	spin_lock_bh(&rs->lock);
-	avail = rs_flow_rx_avail(&rs->flow);
-	spin_unlock_bh(&rs->lock);
-	return avail;
+	/* acquire: the bytes below rx_prod are in the ring before we copy */
+	return (u32)(smp_load_acquire(&f->rx_prod) - READ_ONCE(f->rx_cons));
 }
 
 static bool rs_rx_stop(struct rs_sock *rs, u32 skip)
@@ -132,8 +135,7 @@ static bool rs_busy_wait(struct rs_sock *rs, u32 skip)
 		return false;
 	start = busy_loop_current_time();
 	do {
-		if (READ_ONCE(rs->flow.rx_prod) - READ_ONCE(rs->flow.rx_cons) >
-		    skip || READ_ONCE(sk->sk_err) ||
+		if (rs_rx_avail(rs) > skip || READ_ONCE(sk->sk_err) ||
 		    (READ_ONCE(sk->sk_shutdown) & RCV_SHUTDOWN))
 			return true;
 		if (need_resched() || signal_pending(current))

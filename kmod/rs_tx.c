@@ -237,14 +237,18 @@ void rs_keepalive(struct sock *sk, int on)
 	spin_unlock_bh(&rs->lock);
 }
 
+/*
+ * Free send-ring bytes, without rs->lock: tx_head only moves under
+ * lock_sock() in sendmsg, and tx_done only grows, so a stale tx_done
+ * merely understates the space.
+ */
 u32 rs_tx_space(struct rs_sock *rs)
 {
-	u32 space;
+	const struct rs_flow *f = &rs->flow;
 
-	spin_lock_bh(&rs->lock);
-	space = rs_flow_tx_space(&rs->flow);
-	spin_unlock_bh(&rs->lock);
-	return space;
+	/* acquire: the HCA is done with the bytes below tx_done */
+	return f->tx_size - (u32)(READ_ONCE(f->tx_head) -
+				  smp_load_acquire(&f->tx_done));
 }
 
 void rs_send_done(struct ib_cq *cq, struct ib_wc *wc)

@@ -5,6 +5,10 @@
 # make demo     install what is missing, build, show rdmastream beside TCP
 # make eval     install what is missing, build, run the transfer policy
 #               evaluation in a VM (bench/eval; results in bench/results/)
+# make bench    install what is missing, build, run rdmastream beside TCP,
+#               rsockets, SMC-R and raw verbs in one VM and in two
+#               (bench/bench; results in bench/results/bench.*)
+# make bench-build  build only the benchmark program (build/bench/rsbench)
 #
 KVER	?= $(shell scripts/kver 2>/dev/null)
 KDIR	?= /usr/src/linux-headers-$(KVER)
@@ -13,10 +17,10 @@ KSRC_TAR ?= /usr/src/linux-source-6.1.tar.xz
 KSRC	:= $(BUILD)/ksrc
 KSFT_DIR := $(KSRC)/tools/testing/selftests
 
-.PHONY: all module selftests bench unit deps ksrc check check-unit \
-	check-vm demo eval checkpatch clean
+.PHONY: all module selftests bench bench-build unit deps ksrc check \
+	check-unit check-vm demo eval checkpatch clean
 
-all: module selftests bench
+all: module selftests bench-build
 
 module:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
@@ -40,7 +44,7 @@ ksrc: $(KSRC)/.stamp
 selftests: ksrc
 	$(MAKE) -C selftests KSFT_DIR=$(KSFT_DIR) OUT=$(BUILD)/selftests
 
-bench:
+bench-build:
 	$(MAKE) -C bench OUT=$(BUILD)/bench
 
 unit:
@@ -51,12 +55,16 @@ check: deps
 	scripts/check
 
 demo: deps
-	$(MAKE) module bench
+	$(MAKE) module bench-build
 	scripts/vm-run --hosts 1 -- bench/demo
 
 eval: deps
-	$(MAKE) module bench
+	$(MAKE) module bench-build
 	bench/eval
+
+bench: deps
+	$(MAKE) module bench-build
+	bench/bench
 
 checkpatch: ksrc
 	$(KSRC)/scripts/checkpatch.pl --no-tree --terse -f \

@@ -25,7 +25,13 @@
  *        of each chunk is RSB_CHUNK_DATA, or RSB_CHUNK_LAST in the final
  *        chunk. With RSB_F_VERIFY every other byte at stream offset o is
  *        pat[o % RSB_PAT_PERIOD]. After the final chunk the server sends a
- *        64 byte reply with its byte count, receive window and CPU time.
+ *        64 byte reply with its byte count, receive window and CPU time:
+ *	u32 magic, u32 status, u64 bytes, u64 t_first, u64 t_last,
+ *	u64 thread cpu us, u64 first bad offset, u32 extension length, u32 0
+ *        and then that many bytes of extension. With RSB_F_SYS (the client
+ *        sets it on one connection of a run) the extension is
+ *        RSB_SYS_EXT_LEN bytes of u64 fields (enum rsb_sys_field): the
+ *        server host's system-wide CPU time over the receive window.
  *
  *   eval: the header carries u16 "receivers" at offset 2 and the byte
  *        budget (0: timed) in "count"; a 16 byte extension follows:
@@ -84,6 +90,8 @@
 #define RSB_MODE_EVAL		'E'
 #define RSB_CONN_ACK		'c'
 #define RSB_F_VERIFY		(1u << 0)
+#define RSB_F_SYS		(1u << 1)	/* bw: system-wide CPU, please */
+#define RSB_SYS_EXT_LEN		64
 #define RSB_CHUNK_DATA		0x00
 #define RSB_CHUNK_LAST		0xee
 #define RSB_PAT_PERIOD		251
@@ -858,16 +866,30 @@ static int srv_lat(int fd, const char *peer, uint32_t size)
 	return ret;
 }
 
+/* bw reply extension with RSB_F_SYS: u64 each */
+enum rsb_sys_field {
+	SYS_OK,			/* 1: the next three are valid */
+	SYS_SOFTIRQ_US,
+	SYS_KTHREAD_US,
+	SYS_BUSY_US,
+	SYS_PROC_US,		/* getrusage(RUSAGE_SELF) user + system */
+	SYS_COUNT
+};
+
 static int srv_bw(int fd, const char *peer, uint32_t size, uint32_t flags)
 {
 	size_t bufsz = size > RSB_RX_BUF ? size : RSB_RX_BUF;
-	int verify = flags & RSB_F_VERIFY;
-	uint64_t off = 0, t0, t1, cpu0, cpu1, bad_off = 0;
-	uint8_t reply[RSB_REPLY_LEN];
-	int in_last = 0, done = 0, bad = 0, ret = -1;
+	int verify = flags & RSB_F_VERIFY, want_sys = flags & RSB_F_SYS;
+	uint64_t off = 0, t0, t1, cpu0, cpu1, bad_off = 0, p0 = 0, p1 = 0;
+	uint8_t reply[RSB_REPLY_LEN + RSB_SYS_EXT_LEN];
+	int in_last = 0, done = 0, bad = 0, ret = -1, k;
 	uint32_t status = 0;
 	uint8_t *buf, *pat = NULL;
+	struct sys_snap snap;
+	struct sys_delta sd;
 
+	memset(&snap, 0, sizeof(snap));
+	memset(&sd, 0, sizeof(sd));
 	buf = malloc(bufsz);
 	if (!buf) {
 		errmsg("%s: out of memory", peer);
@@ -876,6 +898,10 @@ static int srv_bw(int fd, const char *peer, uint32_t size, uint32_t flags)
 	if (verify)
 		pat = make_pattern(bufsz);
 
+	if (want_sys) {
+		sys_begin(&snap);
+		p0 = cpu_us(RUSAGE_SELF);
+	}
 	cpu0 = cpu_us(RUSAGE_THREAD);
 	t0 = now_ns();
 	while (!done) {
@@ -937,6 +963,10 @@ static int srv_bw(int fd, const char *peer, uint32_t size, uint32_t flags)
 	}
 	t1 = now_ns();
 	cpu1 = cpu_us(RUSAGE_THREAD);
+	if (want_sys) {
+		p1 = cpu_us(RUSAGE_SELF);
+		sys_end(&snap, &sd);
+	}
 
 	if (bad) {
 		errmsg("%s: bw: data verification FAILED: first bad byte at stream offset %llu",
@@ -952,7 +982,21 @@ static int srv_bw(int fd, const char *peer, uint32_t size, uint32_t flags)
 	put_u64(reply + 24, t1);
 	put_u64(reply + 32, cpu1 - cpu0);
 	put_u64(reply + 40, bad_off);
-	if (write_exact(fd, reply, sizeof(reply), "bw reply"))
+	if (want_sys) {
+		uint64_t f[SYS_COUNT] = {
+			[SYS_OK] = sd.ok,
+			[SYS_SOFTIRQ_US] = sd.softirq_us,
+			[SYS_KTHREAD_US] = sd.kthread_us,
+			[SYS_BUSY_US] = sd.busy_us,
+			[SYS_PROC_US] = p1 - p0,
+		};
+
+		put_u32(reply + 48, RSB_SYS_EXT_LEN);
+		for (k = 0; k < SYS_COUNT; k++)
+			put_u64(reply + RSB_REPLY_LEN + 8 * k, f[k]);
+	}
+	if (write_exact(fd, reply, RSB_REPLY_LEN +
+			(want_sys ? RSB_SYS_EXT_LEN : 0), "bw reply"))
 		goto out;
 	dump_rs_info(fd, peer);
 	if (opt.verbose && !status)
@@ -963,6 +1007,7 @@ static int srv_bw(int fd, const char *peer, uint32_t size, uint32_t flags)
 	read_full(fd, buf, 1);
 	ret = status ? -1 : 0;
 out:
+	free(snap.kt);
 	free(pat);
 	free(buf);
 	return ret;
@@ -1513,10 +1558,23 @@ static int run_lat(const struct sockaddr_storage *ss, socklen_t len)
 	if (write_exact(fd, hdr, sizeof(hdr), "request header"))
 		goto out;
 
+	/*
+	 * -t caps the warm-up and the measured round trips separately, so
+	 * a slow start (rsockets) cannot leave no time for the samples.
+	 */
 	if (opt.seconds > 0)
 		t_end = now_ns() + (uint64_t)(opt.seconds * NSEC_PER_SEC);
 	for (i = 0; i < total; i++) {
 		uint64_t t0, t1, seq = i;
+
+		if (i < warm && t_end && now_ns() >= t_end) {
+			errmsg("lat: warm-up cut short after %llu of %llu round trips (-t %g s)",
+			       (unsigned long long)i, (unsigned long long)warm,
+			       opt.seconds);
+			warm = i;
+		}
+		if (i == warm && opt.seconds > 0)
+			t_end = now_ns() + (uint64_t)(opt.seconds * NSEC_PER_SEC);
 
 		memcpy(tx, &seq, tag);
 		t0 = now_ns();
@@ -1540,13 +1598,13 @@ static int run_lat(const struct sockaddr_storage *ss, socklen_t len)
 		if (i >= warm) {
 			samples[n++] = t1 - t0;
 			sum += t1 - t0;
+			if (t_end && t1 >= t_end)
+				break;
 		}
-		if (t_end && t1 >= t_end)
-			break;
 	}
 	dump_rs_info(fd, "client");
 	if (!n) {
-		errmsg("lat: no samples after warm-up (%llu warm-up iterations; raise -t or lower -w)",
+		errmsg("lat: no samples after warm-up (%llu warm-up round trips; raise -t or lower -w)",
 		       (unsigned long long)warm);
 		goto out;
 	}
@@ -1584,11 +1642,13 @@ struct bw_conn {
 	uint64_t sent;
 	uint64_t t_start, t_end;	/* client clock */
 	uint64_t srv_bytes, srv_start, srv_end, srv_cpu_us;
+	uint64_t srv_sys[SYS_COUNT];	/* RSB_F_SYS extension, if any */
 	int ok;
 };
 
 static pthread_barrier_t bw_barrier;
 static const uint8_t *bw_pat;
+static uint64_t bw_deadline;		/* timed runs: one end for all */
 
 static void *bw_thread(void *arg)
 {
@@ -1619,12 +1679,14 @@ static void *bw_thread(void *arg)
 	hdr[1] = RSB_VERSION;
 	put_u32(hdr + 4, RSB_MAGIC);
 	put_u32(hdr + 8, size);
-	put_u32(hdr + 12, opt.verify ? RSB_F_VERIFY : 0);
+	/* one connection measures the server host system-wide */
+	put_u32(hdr + 12, (opt.verify ? RSB_F_VERIFY : 0) |
+		(c->idx == 0 ? RSB_F_SYS : 0));
 	put_u64(hdr + 16, nchunks * size);
 
 	c->t_start = now_ns();
 	if (!opt.total)
-		deadline = c->t_start + (uint64_t)(opt.seconds * NSEC_PER_SEC);
+		deadline = bw_deadline;
 	if (write_exact(c->fd, hdr, sizeof(hdr), "request header"))
 		goto out;
 
@@ -1665,6 +1727,20 @@ static void *bw_thread(void *arg)
 	c->srv_start = get_u64(reply + 16);
 	c->srv_end = get_u64(reply + 24);
 	c->srv_cpu_us = get_u64(reply + 32);
+	if (get_u32(reply + 48)) {
+		uint32_t xlen = get_u32(reply + 48), k;
+		uint8_t ext[RSB_SYS_EXT_LEN];
+
+		if (xlen > sizeof(ext)) {
+			errmsg("%s: bw: bad reply extension length %u", what,
+			       xlen);
+			goto out;
+		}
+		if (read_exact(c->fd, ext, xlen, "bw reply extension"))
+			goto out;
+		for (k = 0; k < SYS_COUNT && 8 * k + 8 <= xlen; k++)
+			c->srv_sys[k] = get_u64(ext + 8 * k);
+	}
 	if (status == 1) {
 		errmsg("%s: bw: server reports data verification FAILED at stream offset %llu",
 		       what, (unsigned long long)get_u64(reply + 40));
@@ -1691,9 +1767,11 @@ out:
 static int run_bw(const struct sockaddr_storage *ss, socklen_t len)
 {
 	uint64_t bytes = 0, srv_cpu = 0, s0 = UINT64_MAX, s1 = 0;
-	uint64_t c0 = UINT64_MAX, c1 = 0, cpu0, cpu1;
+	uint64_t c0 = UINT64_MAX, c1 = 0, cpu0, cpu1, *ssys = NULL;
 	struct bw_conn *conns;
-	double rx_s, tx_s, gib, mbps, txmbps, ccpu, scpu;
+	struct sys_snap snap;
+	struct sys_delta sd;
+	double rx_s, tx_s, gib, mbps, txmbps, ccpu, scpu, cmin = -1, cmax = 0;
 	int i, err, ok = 1, started = 0;
 
 	conns = calloc(opt.conns, sizeof(*conns));
@@ -1706,6 +1784,9 @@ static int run_bw(const struct sockaddr_storage *ss, socklen_t len)
 		conns[i].idx = i;
 		conns[i].fd = client_connect(ss, len);
 		if (conns[i].fd < 0) {
+			if (i)
+				errmsg("bw: connection %d of %d failed", i + 1,
+				       opt.conns);
 			while (--i >= 0)
 				close(conns[i].fd);
 			free(conns);
@@ -1720,14 +1801,18 @@ static int run_bw(const struct sockaddr_storage *ss, socklen_t len)
 			die("pthread_create: %s", strerror(err));
 		started++;
 	}
+	sys_begin(&snap);
 	cpu0 = cpu_us(RUSAGE_SELF);
+	bw_deadline = now_ns() + (uint64_t)(opt.seconds * NSEC_PER_SEC);
 	pthread_barrier_wait(&bw_barrier);
 	for (i = 0; i < started; i++)
 		pthread_join(conns[i].th, NULL);
 	cpu1 = cpu_us(RUSAGE_SELF);
+	sys_end(&snap, &sd);
 
 	for (i = 0; i < opt.conns; i++) {
 		struct bw_conn *c = &conns[i];
+		double cm;
 
 		close(c->fd);
 		if (!c->ok) {
@@ -1736,6 +1821,8 @@ static int run_bw(const struct sockaddr_storage *ss, socklen_t len)
 		}
 		bytes += c->srv_bytes;
 		srv_cpu += c->srv_cpu_us;
+		if (c->srv_sys[SYS_OK])
+			ssys = c->srv_sys;
 		if (c->srv_start < s0)
 			s0 = c->srv_start;
 		if (c->srv_end > s1)
@@ -1744,13 +1831,21 @@ static int run_bw(const struct sockaddr_storage *ss, socklen_t len)
 			c0 = c->t_start;
 		if (c->t_end > c1)
 			c1 = c->t_end;
+		if (c->srv_end > c->srv_start) {
+			cm = c->srv_bytes / ((c->srv_end - c->srv_start) / 1e3);
+			if (cmin < 0 || cm < cmin)
+				cmin = cm;
+			if (cm > cmax)
+				cmax = cm;
+		}
 	}
-	free(conns);
 	if (!ok) {
+		free(conns);
 		errmsg("bw: %s run failed", opt.fam_name);
 		return 1;
 	}
 	if (s1 <= s0 || c1 <= c0 || !bytes) {
+		free(conns);
 		errmsg("bw: nothing measured");
 		return 1;
 	}
@@ -1763,10 +1858,22 @@ static int run_bw(const struct sockaddr_storage *ss, socklen_t len)
 	ccpu = (cpu1 - cpu0) / 1e6 / gib;
 	scpu = srv_cpu / 1e6 / gib;
 
-	human("%s bw %llu B x%d: %.1f MB/s (%.3f Gbit/s) at receiver, %llu bytes in %.2f s; sender %.1f MB/s; CPU per GiB: client %.3f s, server %.3f s\n",
+	human("%s bw %llu B x%d: %.1f MB/s (%.3f Gbit/s) at receiver, %llu bytes in %.2f s; sender %.1f MB/s; CPU per GiB: client %.3f s, server %.3f s",
 	      label(), (unsigned long long)opt.size, opt.conns, mbps,
 	      mbps * 8 / 1000, (unsigned long long)bytes, rx_s, txmbps, ccpu,
 	      scpu);
+	if (sd.ok)
+		human("; client host softirq %.3f s, kthreads %.3f s, busy %.3f s",
+		      sd.softirq_us / 1e6 / gib, sd.kthread_us / 1e6 / gib,
+		      sd.busy_us / 1e6 / gib);
+	if (ssys)
+		human("; server host softirq %.3f s, kthreads %.3f s, busy %.3f s",
+		      ssys[SYS_SOFTIRQ_US] / 1e6 / gib,
+		      ssys[SYS_KTHREAD_US] / 1e6 / gib,
+		      ssys[SYS_BUSY_US] / 1e6 / gib);
+	if (opt.conns > 1)
+		human("; per connection %.1f .. %.1f MB/s", cmin, cmax);
+	human("\n");
 	csv("bw", opt.size, opt.conns, "throughput", mbps, "MB/s");
 	csv("bw", opt.size, opt.conns, "throughput", mbps * 8 / 1000, "Gbit/s");
 	csv("bw", opt.size, opt.conns, "tx_throughput", txmbps, "MB/s");
@@ -1774,6 +1881,34 @@ static int run_bw(const struct sockaddr_storage *ss, socklen_t len)
 	csv("bw", opt.size, opt.conns, "duration", rx_s, "s");
 	csv("bw", opt.size, opt.conns, "cpu_client", ccpu, "s/GiB");
 	csv("bw", opt.size, opt.conns, "cpu_server", scpu, "s/GiB");
+	/*
+	 * System-wide (/proc) over each end's window: all non-idle time,
+	 * softirq (rxe's tasklets, the network stack) and kernel threads
+	 * (workqueues). On one host both ends see the same machine.
+	 */
+	if (sd.ok) {
+		csv("bw", opt.size, opt.conns, "sys_softirq_client",
+		    sd.softirq_us / 1e6 / gib, "s/GiB");
+		csv("bw", opt.size, opt.conns, "sys_kthread_client",
+		    sd.kthread_us / 1e6 / gib, "s/GiB");
+		csv("bw", opt.size, opt.conns, "sys_busy_client",
+		    sd.busy_us / 1e6 / gib, "s/GiB");
+	}
+	if (ssys) {
+		csv("bw", opt.size, opt.conns, "sys_softirq_server",
+		    ssys[SYS_SOFTIRQ_US] / 1e6 / gib, "s/GiB");
+		csv("bw", opt.size, opt.conns, "sys_kthread_server",
+		    ssys[SYS_KTHREAD_US] / 1e6 / gib, "s/GiB");
+		csv("bw", opt.size, opt.conns, "sys_busy_server",
+		    ssys[SYS_BUSY_US] / 1e6 / gib, "s/GiB");
+		csv("bw", opt.size, opt.conns, "cpu_server_proc",
+		    ssys[SYS_PROC_US] / 1e6 / gib, "s/GiB");
+	}
+	if (opt.conns > 1) {
+		csv("bw", opt.size, opt.conns, "conn_min", cmin, "MB/s");
+		csv("bw", opt.size, opt.conns, "conn_max", cmax, "MB/s");
+	}
+	free(conns);
 	return 0;
 }
 
@@ -2232,6 +2367,8 @@ static void __attribute__((noreturn)) usage(int code)
 "  -p PORT     port (default %s)\n"
 "  -m MODE     lat: ping-pong of SIZE bytes, round trip percentiles\n"
 "              bw: stream SIZE-byte writes, throughput measured at the receiver\n"
+"              (the sum over -P connections); CPU per GiB of each process and\n"
+"              system-wide on each host (softirq, kernel threads, all busy)\n"
 "              conn: connect + 1 byte exchange + close, per second\n"
 "              eval: policy evaluation (MacArthur-Russell): -R receiver threads\n"
 "              each loop on a blocking recv(SIZE) on the server's one socket,\n"
@@ -2242,6 +2379,7 @@ static void __attribute__((noreturn)) usage(int code)
 "  -i N        lat iterations (default 10000) / conn connections (default 1000)\n"
 "  -w N        warm-up iterations (default iters/10, at most 1000 lat / 10 conn)\n"
 "  -t SECS     bw duration (default 5); lat/conn: stop early after SECS\n"
+"              (the warm-up has SECS of its own)\n"
 "  -b BYTES    bw: send BYTES in total (split over -P connections) instead of -t\n"
 "  -P N        bw: N parallel connections (default 1)\n"
 "  -V          bw: verify every byte on the server (costs CPU)\n"
@@ -2318,6 +2456,7 @@ int main(int argc, char **argv)
 {
 	struct sockaddr_storage ss;
 	struct sigaction sa;
+	struct rlimit rl;
 	int size_set = 0, iters_set = 0, c, ret;
 	socklen_t len;
 	uint64_t v;
@@ -2505,6 +2644,11 @@ int main(int argc, char **argv)
 		usage(2);
 	}
 
+	/* -P 128 (and its server): a few descriptors per connection */
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
 	signal(SIGPIPE, SIG_IGN);
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_alarm;

@@ -245,10 +245,11 @@ void rs_keepalive(struct sock *sk, int on)
 u32 rs_tx_space(struct rs_sock *rs)
 {
 	const struct rs_flow *f = &rs->flow;
+	u64 done;
 
 	/* acquire: the HCA is done with the bytes below tx_done */
-	return f->tx_size - (u32)(READ_ONCE(f->tx_head) -
-				  smp_load_acquire(&f->tx_done));
+	done = smp_load_acquire(&f->tx_done);
+	return f->tx_size - (u32)(READ_ONCE(f->tx_head) - done);
 }
 
 void rs_send_done(struct ib_cq *cq, struct ib_wc *wc)

@@ -40,6 +40,7 @@
 #define RS_DIRECT_PAGES		512	/* largest advertised buffer, pages */
 #define RS_CANCEL_TIMEOUT	(10 * HZ)	/* peer silent on a CANCEL */
 #define RS_DSMALL_MAX		4	/* small direct receives before backing off */
+#define RS_INV_KICK		(HZ / 10)	/* LOCAL_INV late: kick the QP */
 
 /* Control message types (wire format: docs/wire-format.md). */
 enum rs_ctl_type {
@@ -325,6 +326,7 @@ void rs_send_done(struct ib_cq *cq, struct ib_wc *wc);
 u32 rs_tx_space(struct rs_sock *rs);
 void rs_probe_timer(struct timer_list *t);
 void rs_probe_arm_locked(struct rs_sock *rs, unsigned long delay);
+void rs_kick_locked(struct rs_sock *rs);
 void rs_keepalive(struct sock *sk, int on);
 u32 rs_sq_free(const struct rs_sock *rs);
 int rs_wait_connect(struct rs_sock *rs, long *timeo);

@@ -294,8 +294,11 @@ static void rs_drecv_invalidate(struct rs_sock *rs, struct rs_dslot *d)
 	}
 	wait = d->registered;
 	spin_unlock_bh(&rs->lock);
-	if (wait)
-		rs_dwait(rs, rs_dslot_inv_quiet(rs, d), MAX_SCHEDULE_TIMEOUT);
+	while (wait && !rs_dwait(rs, rs_dslot_inv_quiet(rs, d), RS_INV_KICK)) {
+		spin_lock_bh(&rs->lock);
+		rs_kick_locked(rs);
+		spin_unlock_bh(&rs->lock);
+	}
 	spin_lock_bh(&rs->lock);
 	if (d->inv.done && d->inv.status == IB_WC_SUCCESS)
 		d->registered = false;

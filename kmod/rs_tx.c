@@ -202,6 +202,19 @@ static void rs_post_probe_locked(struct rs_sock *rs)
 		rs->stats.probes++;
 }
 
+/*
+ * Make the QP look at its send queue again: a zero-length write behind
+ * whatever waits there. rxe (6.1) holds a LOCAL_INV until every earlier
+ * work request has completed and can miss the completion that allows it
+ * (the completer may finish just before the requester starts to wait);
+ * the next post runs the requester again and the LOCAL_INV goes.
+ */
+void rs_kick_locked(struct rs_sock *rs)
+{
+	if (!rs->dead && rs->transport)
+		rs_post_probe_locked(rs);
+}
+
 void rs_probe_arm_locked(struct rs_sock *rs, unsigned long delay)
 {
 	if (!rs->dead && !timer_pending(&rs->probe_timer))

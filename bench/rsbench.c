@@ -457,26 +457,6 @@ static uint8_t *make_pattern(size_t len)
 /* ---------------------------------------------------------------------- */
 /* I/O with short-read/short-write loops                                  */
 
-/* Returns the number of bytes read (< len only at EOF) or -1 with errno. */
-static ssize_t read_full(int fd, void *buf, size_t len)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = recv(fd, (char *)buf + done, len - done, 0);
-
-		if (n > 0) {
-			done += n;
-			continue;
-		}
-		if (n == 0)
-			break;
-		if (errno == EINTR)
-			continue;
-		return -1;
-	}
-	return done;
-}
 
 /* Returns 0 or -1 with errno. */
 static int write_full(int fd, const void *buf, size_t len)
@@ -512,7 +492,7 @@ static ssize_t read_msg(int fd, void *buf, size_t len, size_t cap)
 	size_t done = 0;
 
 	if (cap < len)
-		return read_full(fd, buf, len);
+		cap = len;
 	while (done < len) {
 		ssize_t n = recv(fd, (char *)buf + done, cap - done, 0);
 
@@ -527,6 +507,12 @@ static ssize_t read_msg(int fd, void *buf, size_t len, size_t cap)
 		return -1;
 	}
 	return done;
+}
+
+/* Returns the number of bytes read (< len only at EOF) or -1 with errno. */
+static ssize_t read_full(int fd, void *buf, size_t len)
+{
+	return read_msg(fd, buf, len, len);
 }
 
 static int read_exact(int fd, void *buf, size_t len, const char *what)

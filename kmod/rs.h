@@ -221,7 +221,6 @@ struct rs_sock {
 	bool cancel_wanted;		/* CANCEL to post */
 	bool cancel_ack_wanted;		/* CANCEL_ACK to post */
 	bool drained;			/* QP drained: no peer access left */
-	unsigned long cancel_sent;	/* jiffies of the CANCEL */
 	wait_queue_head_t dwait;	/* waits that signals do not end */
 
 	/* listener */

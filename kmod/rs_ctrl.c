@@ -65,7 +65,6 @@ static void rs_ctrl_sent(struct rs_sock *rs, enum rs_ctl_type type)
 		break;
 	case RS_MSG_CANCEL:
 		rs->cancel_wanted = false;
-		rs->cancel_sent = jiffies;
 		break;
 	case RS_MSG_CANCEL_ACK:
 		rs->cancel_ack_wanted = false;

@@ -310,7 +310,9 @@ static u32 rs_drecv_finish(struct rs_sock *rs, int slot)
 {
 	struct rs_dslot *d = &rs->dslot[slot];
 	struct rs_pin pin;
+	bool was_full = true;
 	u32 n;
+	int i;
 
 	rs_drecv_invalidate(rs, d);
 	spin_lock_bh(&rs->lock);
@@ -318,12 +320,15 @@ static u32 rs_drecv_finish(struct rs_sock *rs, int slot)
 	pin = d->pin;
 	memset(&d->pin, 0, sizeof(d->pin));
 	n = rs->drx.adv[slot].filled;
+	for (i = 0; i < RS_ADV_SLOTS; i++)
+		was_full &= rs->dslot[i].busy;
 	d->busy = false;
 	rs_drx_release(&rs->drx, slot);
 	spin_unlock_bh(&rs->lock);
 	rs_pin_release(&pin);
-	/* a receive waiting for a free slot may advertise now */
-	wake_up_interruptible_all(sk_sleep(&rs->sk));
+	/* a receive that found every slot taken may advertise now */
+	if (was_full)
+		wake_up_interruptible_all(sk_sleep(&rs->sk));
 	return n;
 }
 

@@ -92,7 +92,8 @@ void rs_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	 * wake writers (send ring space frees on completion, not on ACK).
 	 */
 	mask &= ~EPOLLERR;	/* the abort reported it */
-	if (mask & EPOLLIN)
+	/* uninterruptible waits of direct transfers; usually nobody */
+	if ((mask & EPOLLIN) && wq_has_sleeper(&rs->dwait))
 		wake_up_all(&rs->dwait);
 	if (mask)
 		rs_wake(&rs->sk, mask);

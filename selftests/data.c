@@ -40,32 +40,6 @@ static size_t env_mib(const char *name, unsigned long def)
 	return rs_env_ulong(name, def) * RS_MIB;
 }
 
-/* Send n bytes of pattern key at offset off; all of it or fail. */
-static void send_pat(struct __test_metadata *_metadata, int fd, size_t n,
-		     uint64_t key, uint64_t off)
-{
-	char *buf = malloc(n);
-
-	ASSERT_NE(NULL, buf);
-	rs_pat_fill(buf, n, key, off);
-	ASSERT_EQ((ssize_t)n, rs_send_all(fd, buf, n, 0))
-		TH_LOG("send: %s", strerror(errno));
-	free(buf);
-}
-
-/* Receive exactly n bytes and check them against pattern key at off. */
-static void recv_pat(struct __test_metadata *_metadata, int fd, size_t n,
-		     uint64_t key, uint64_t off)
-{
-	char *buf = malloc(n);
-
-	ASSERT_NE(NULL, buf);
-	ASSERT_EQ((ssize_t)n, rs_recv_all(fd, buf, n, 0))
-		TH_LOG("recv: %s", strerror(errno));
-	ASSERT_EQ(n, rs_pat_check(buf, n, key, off));
-	free(buf);
-}
-
 /* Nothing (more) is readable right now. */
 static void assert_empty(struct __test_metadata *_metadata, int fd)
 {
@@ -105,10 +79,10 @@ TEST_F(data, send_recv)
 
 	rs_pat_fill(buf, sizeof(buf), k1, 0);
 	ASSERT_EQ(sizeof(buf), send(self->c, buf, sizeof(buf), 0));
-	recv_pat(_metadata, self->s, sizeof(buf), k1, 0);
+	rs_recv_pat(_metadata, self->s, sizeof(buf), k1, 0);
 	rs_pat_fill(buf, sizeof(buf), k2, 0);
 	ASSERT_EQ(sizeof(buf), send(self->s, buf, sizeof(buf), 0));
-	recv_pat(_metadata, self->c, sizeof(buf), k2, 0);
+	rs_recv_pat(_metadata, self->c, sizeof(buf), k2, 0);
 	assert_empty(_metadata, self->c);
 	assert_empty(_metadata, self->s);
 }
@@ -252,7 +226,7 @@ TEST_F(data, partial_read)
 	uint64_t k = rs_key(0, 0, 5);
 	char buf[4096];
 
-	send_pat(_metadata, self->c, 1000, k, 0);
+	rs_send_pat(_metadata, self->c, 1000, k, 0);
 	ASSERT_EQ(1000, rs_wait_inq(self->s, 1000, 5000));
 	/* A short buffer takes what fits... */
 	ASSERT_EQ(100, recv(self->s, buf, 100, 0));
@@ -571,8 +545,8 @@ TEST_F(data, bufsizes)
 	EXPECT_GT(rs_getint(self->s, SOL_SOCKET, SO_SNDBUF), 0);
 	EXPECT_GT(rs_getint(self->s, SOL_SOCKET, SO_RCVBUF), 0);
 	/* Data still flows. */
-	send_pat(_metadata, self->c, SYNC_MAX, rs_key(0, 0, 10), 0);
-	recv_pat(_metadata, self->s, SYNC_MAX, rs_key(0, 0, 10), 0);
+	rs_send_pat(_metadata, self->c, SYNC_MAX, rs_key(0, 0, 10), 0);
+	rs_recv_pat(_metadata, self->s, SYNC_MAX, rs_key(0, 0, 10), 0);
 }
 
 TEST_F_TIMEOUT(data, small_rcvbuf, 180)
@@ -625,8 +599,8 @@ TEST_F(data, sockopts)
 	EXPECT_EQ(1, lg.l_onoff);
 	EXPECT_EQ(5, lg.l_linger);
 	/* Options did not disturb the connection. */
-	send_pat(_metadata, self->c, 5000, rs_key(0, 0, 12), 0);
-	recv_pat(_metadata, self->s, 5000, rs_key(0, 0, 12), 0);
+	rs_send_pat(_metadata, self->c, 5000, rs_key(0, 0, 12), 0);
+	rs_recv_pat(_metadata, self->s, 5000, rs_key(0, 0, 12), 0);
 }
 
 /* ---- SIGPIPE and EPIPE ---- */
@@ -793,7 +767,7 @@ TEST_F(data, siocinq)
 
 	ASSERT_EQ(0, ioctl(self->s, SIOCINQ, &v));
 	EXPECT_EQ(0, v);
-	send_pat(_metadata, self->c, 12345, k, 0);
+	rs_send_pat(_metadata, self->c, 12345, k, 0);
 	ASSERT_EQ(12345, rs_wait_inq(self->s, 12345, 5000));
 	ASSERT_EQ(0, ioctl(self->s, FIONREAD, &v));
 	EXPECT_EQ(12345, v);
@@ -801,7 +775,7 @@ TEST_F(data, siocinq)
 	ASSERT_EQ(0, ioctl(self->s, SIOCINQ, &v));
 	EXPECT_EQ(12000, v);
 	ASSERT_EQ(345, rs_pat_check(buf, 345, k, 0));
-	recv_pat(_metadata, self->s, 12000, k, 345);
+	rs_recv_pat(_metadata, self->s, 12000, k, 345);
 	ASSERT_EQ(0, ioctl(self->s, SIOCINQ, &v));
 	EXPECT_EQ(0, v);
 
@@ -1114,8 +1088,8 @@ TEST_F(data, shut_rd)
 	ASSERT_EQ(0, recv(self->c, &b, 1, 0));
 	ASSERT_LT(rs_now() - t0, 1.0);
 	/* Sending still works. */
-	send_pat(_metadata, self->c, 5000, k, 0);
-	recv_pat(_metadata, self->s, 5000, k, 0);
+	rs_send_pat(_metadata, self->c, 5000, k, 0);
+	rs_recv_pat(_metadata, self->s, 5000, k, 0);
 }
 
 TEST_F(data, shut_rdwr)
@@ -1174,11 +1148,11 @@ TEST_F_TIMEOUT(data, close_delivers_small, 60)
 {
 	uint64_t k = rs_key(0, 0, 21);
 
-	send_pat(_metadata, self->c, SYNC_MAX, k, 0);
+	rs_send_pat(_metadata, self->c, SYNC_MAX, k, 0);
 	close(self->c);
 	self->c = -1;
 	rs_msleep(1000);
-	recv_pat(_metadata, self->s, SYNC_MAX, k, 0);
+	rs_recv_pat(_metadata, self->s, SYNC_MAX, k, 0);
 	ASSERT_EQ(0, recv(self->s, &k, 1, 0));
 }
 

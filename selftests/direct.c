@@ -216,33 +216,6 @@ static void check_ways(struct __test_metadata *_metadata, uint64_t n,
 
 /* ---- data ---- */
 
-static void send_pat(struct __test_metadata *_metadata, int fd, size_t n,
-		     uint64_t key, uint64_t off)
-{
-	char *buf = malloc(n);
-
-	ASSERT_NE(NULL, buf);
-	rs_pat_fill(buf, n, key, off);
-	ASSERT_EQ((ssize_t)n, rs_send_all(fd, buf, n, 0))
-		TH_LOG("send: %s", strerror(errno));
-	free(buf);
-}
-
-static void recv_pat(struct __test_metadata *_metadata, int fd, size_t n,
-		     uint64_t key, uint64_t off)
-{
-	char *buf = malloc(n);
-	size_t bad;
-
-	ASSERT_NE(NULL, buf);
-	ASSERT_EQ((ssize_t)n, rs_recv_all(fd, buf, n, 0))
-		TH_LOG("recv: %s", strerror(errno));
-	bad = rs_pat_check(buf, n, key, off);
-	free(buf);
-	ASSERT_EQ(n, bad) TH_LOG("mismatch at stream offset %llu",
-				 (unsigned long long)(off + bad));
-}
-
 static void assert_empty(struct __test_metadata *_metadata, int fd)
 {
 	char b;
@@ -504,10 +477,10 @@ static void opts_data_flows(struct __test_metadata *_metadata, int c, int s)
 {
 	if (c < 0)
 		return;
-	send_pat(_metadata, c, 5000, rs_key(0, 0, 60), 0);
-	recv_pat(_metadata, s, 5000, rs_key(0, 0, 60), 0);
-	send_pat(_metadata, s, 5000, rs_key(0, 1, 60), 0);
-	recv_pat(_metadata, c, 5000, rs_key(0, 1, 60), 0);
+	rs_send_pat(_metadata, c, 5000, rs_key(0, 0, 60), 0);
+	rs_recv_pat(_metadata, s, 5000, rs_key(0, 0, 60), 0);
+	rs_send_pat(_metadata, s, 5000, rs_key(0, 1, 60), 0);
+	rs_recv_pat(_metadata, c, 5000, rs_key(0, 1, 60), 0);
 }
 
 TEST_F(opts, policy)
@@ -690,7 +663,7 @@ static void big_recvs(struct __test_metadata *_metadata, int c, int s,
 	EXPECT_TRUE(wait_advert(c, &c0))
 		TH_LOG("a blocked recv of %zu bytes (threshold %zu) sent no ADVERT within 5 s",
 		       big, (size_t)get_opt(s, RDMASTREAM_DIRECT_THRESHOLD));
-	send_pat(_metadata, c, r.total, r.key, 0);
+	rs_send_pat(_metadata, c, r.total, r.key, 0);
 	pthread_join(r.thr, NULL);
 	READER_OK(&r, "receiver");
 	snap(_metadata, c, &c1);
@@ -735,7 +708,7 @@ TEST_F(direct, small_recvs_stay_indirect)
 	snap(_metadata, self->s, &s0);
 	ASSERT_EQ(0, pthread_create(&r.thr, NULL, reader_fn, &r));
 	rs_msleep(100);
-	send_pat(_metadata, self->c, r.total, r.key, 0);
+	rs_send_pat(_metadata, self->c, r.total, r.key, 0);
 	pthread_join(r.thr, NULL);
 	READER_OK(&r, "receiver");
 	snap(_metadata, self->c, &c1);
@@ -784,7 +757,7 @@ static void threshold_round(struct __test_metadata *_metadata, int c, int s,
 			       len, get_opt(s,
 					    RDMASTREAM_DIRECT_THRESHOLD));
 	}
-	send_pat(_metadata, c, len, key, *off);
+	rs_send_pat(_metadata, c, len, key, *off);
 	pthread_join(b.thr, NULL);
 	ASSERT_EQ((ssize_t)len, b.ret) TH_LOG("recv: %s", strerror(b.err));
 	ASSERT_EQ(len, rs_pat_check(buf, len, key, *off));
@@ -842,7 +815,7 @@ TEST_F(direct, queued_data_comes_first)
 	ASSERT_NE(NULL, buf);
 	/* Queued bytes: a large recv returns them at once, no ADVERT. */
 	snap(_metadata, self->s, &s0);
-	send_pat(_metadata, self->c, 1000, key, off);
+	rs_send_pat(_metadata, self->c, 1000, key, off);
 	ASSERT_EQ(1000, rs_wait_inq(self->s, 1000, 5000));
 	t0 = rs_now();
 	ASSERT_EQ(1000, recv(self->s, buf, self->big, 0));
@@ -858,7 +831,7 @@ TEST_F(direct, queued_data_comes_first)
 	r.off = off;
 	ASSERT_EQ(0, pthread_create(&r.thr, NULL, reader_fn, &r));
 	EXPECT_TRUE(wait_advert(self->c, &c0));
-	send_pat(_metadata, self->c, r.total, key, off);
+	rs_send_pat(_metadata, self->c, r.total, key, off);
 	pthread_join(r.thr, NULL);
 	READER_OK(&r, "receiver");
 	off += r.total;
@@ -871,7 +844,7 @@ TEST_F(direct, queued_data_comes_first)
 
 	/* Nobody waiting: the next bytes queue up and come first again. */
 	snap(_metadata, self->s, &s0);
-	send_pat(_metadata, self->c, 5000, key, off);
+	rs_send_pat(_metadata, self->c, 5000, key, off);
 	ASSERT_EQ(5000, rs_wait_inq(self->s, 5000, 5000));
 	ASSERT_EQ(5000, recv(self->s, buf, self->big, MSG_WAITALL |
 			     MSG_DONTWAIT));
@@ -967,7 +940,7 @@ TEST_F(direct, small_messages_stop_advertising)
 	EXPECT_LE(D(s1, s0, rsi_adverts_sent), 4);
 
 	/* a bulk read from the stream buffer: advertising again */
-	send_pat(_metadata, self->c, self->thr, rs_key(0, 0, 66), 0);
+	rs_send_pat(_metadata, self->c, self->thr, rs_key(0, 0, 66), 0);
 	ASSERT_TRUE(WAIT_snap(_metadata, self->s, rsi_bytes_received,
 			      s1.rsi_bytes_received + self->thr, 5000) >=
 		    s1.rsi_bytes_received + self->thr);
@@ -997,12 +970,12 @@ TEST_F(direct, waitall_fills_completely)
 	snap(_metadata, self->s, &s0);
 	ASSERT_EQ(0, pthread_create(&b.thr, NULL, blocked_fn, &b));
 	EXPECT_TRUE(wait_advert(self->c, &c0));
-	send_pat(_metadata, self->c, first, key, 0);
+	rs_send_pat(_metadata, self->c, first, key, 0);
 	rs_msleep(300);
 	EXPECT_FALSE(blocked_done(&b))
 		TH_LOG("MSG_WAITALL recv of %zu returned %zd after %zu bytes",
 		       self->big, b.ret, first);
-	send_pat(_metadata, self->c, self->big - first, key, first);
+	rs_send_pat(_metadata, self->c, self->big - first, key, first);
 	pthread_join(b.thr, NULL);
 	ASSERT_EQ((ssize_t)self->big, b.ret) TH_LOG("recv: %s",
 						    strerror(b.err));
@@ -1037,7 +1010,7 @@ TEST_F(direct, waitall_remainder_advertised)
 	 * is left of its buffer; the rest lands there directly.
 	 */
 	ASSERT_NE(NULL, buf);
-	send_pat(_metadata, self->c, queued, key, 0);
+	rs_send_pat(_metadata, self->c, queued, key, 0);
 	ASSERT_EQ((int)queued, rs_wait_inq(self->s, queued, 5000));
 	snap(_metadata, self->c, &c0);
 	snap(_metadata, self->s, &s0);
@@ -1045,7 +1018,7 @@ TEST_F(direct, waitall_remainder_advertised)
 	EXPECT_TRUE(wait_advert(self->c, &c0))
 		TH_LOG("the %zu bytes left of a MSG_WAITALL recv were not advertised",
 		       len - queued);
-	send_pat(_metadata, self->c, len - queued, key, queued);
+	rs_send_pat(_metadata, self->c, len - queued, key, queued);
 	pthread_join(b.thr, NULL);
 	ASSERT_EQ((ssize_t)len, b.ret) TH_LOG("recv: %s", strerror(b.err));
 	ASSERT_EQ(len, rs_pat_check(buf, len, key, 0));
@@ -1082,7 +1055,7 @@ TEST_F(direct, direct_only_dontwait_finds_nothing)
 	ASSERT_EQ(0, ioctl(self->s, SIOCINQ, &v));
 	EXPECT_EQ(0, v);
 	/* A blocking recv advertises and gets it all. */
-	recv_pat(_metadata, self->s, tx.total, tx.key, 0);
+	rs_recv_pat(_metadata, self->s, tx.total, tx.key, 0);
 	rs_xfer_join(&tx);
 	EXPECT_EQ(0, tx.err) TH_LOG("send: %s", strerror(tx.err));
 	EXPECT_EQ(tx.total, tx.done);
@@ -1121,8 +1094,8 @@ TEST_F(direct, shut_rd_wakes_advertised_recv)
 	EXPECT_TRUE(all_bytes(buf, self->big, 0xee))
 		TH_LOG("the buffer of a finished recv was written to");
 	/* The other direction still works. */
-	send_pat(_metadata, self->s, 5000, rs_key(0, 1, 68), 0);
-	recv_pat(_metadata, self->c, 5000, rs_key(0, 1, 68), 0);
+	rs_send_pat(_metadata, self->s, 5000, rs_key(0, 1, 68), 0);
+	rs_recv_pat(_metadata, self->c, 5000, rs_key(0, 1, 68), 0);
 	free(buf);
 	free(other);
 }
@@ -1183,7 +1156,7 @@ TEST_F(eof, during_advertised_recv)
 	ASSERT_EQ(0, pthread_create(&r.thr, NULL, reader_fn, &r));
 	EXPECT_TRUE(wait_advert(self->c, &c0));
 	if (variant->data)
-		send_pat(_metadata, self->c, variant->data, r.key, 0);
+		rs_send_pat(_metadata, self->c, variant->data, r.key, 0);
 	t0 = rs_now();
 	if (variant->shut_wr) {
 		ASSERT_EQ(0, shutdown(self->c, SHUT_WR));
@@ -1249,12 +1222,12 @@ TEST_F(direct, efault_recv_unmapped_waiting)
 		b.buf = hole(_metadata, RS_MIB, 0);
 		ASSERT_EQ(0, pthread_create(&b.thr, NULL, blocked_fn, &b));
 		rs_msleep(200);
-		send_pat(_metadata, self->c, n, key, round * n);
+		rs_send_pat(_metadata, self->c, n, key, round * n);
 		pthread_join(b.thr, NULL);
 		EXPECT_EQ(-1, b.ret) TH_LOG("recv into unmapped memory: %zd",
 					    b.ret);
 		EXPECT_EQ(EFAULT, b.err) TH_LOG("recv: %s", strerror(b.err));
-		recv_pat(_metadata, self->s, n, key, round * n);
+		rs_recv_pat(_metadata, self->s, n, key, round * n);
 		assert_empty(_metadata, self->s);
 	}
 }
@@ -1265,14 +1238,14 @@ TEST_F(direct, efault_recv_unmapped_queued)
 	uint64_t key = rs_key(0, 0, 71);
 	char *p;
 
-	send_pat(_metadata, self->c, n, key, 0);
+	rs_send_pat(_metadata, self->c, n, key, 0);
 	ASSERT_EQ((int)n, rs_wait_inq(self->s, n, 5000));
 	p = hole(_metadata, RS_MIB, 0);
 	EXPECT_EQ(-1, recv(self->s, p, RS_MIB, 0));
 	EXPECT_EQ(EFAULT, errno);
 	EXPECT_EQ(-1, recv(self->s, p, RS_MIB, MSG_WAITALL));
 	EXPECT_EQ(EFAULT, errno);
-	recv_pat(_metadata, self->s, n, key, 0);
+	rs_recv_pat(_metadata, self->s, n, key, 0);
 	assert_empty(_metadata, self->s);
 }
 
@@ -1294,7 +1267,7 @@ TEST_F(direct, efault_recv_partly_mapped)
 	b.buf = p;
 	ASSERT_EQ(0, pthread_create(&b.thr, NULL, blocked_fn, &b));
 	rs_msleep(200);
-	send_pat(_metadata, self->c, n, key, 0);
+	rs_send_pat(_metadata, self->c, n, key, 0);
 	pthread_join(b.thr, NULL);
 	if (b.ret < 0) {
 		EXPECT_EQ(EFAULT, b.err) TH_LOG("recv: %s", strerror(b.err));
@@ -1305,7 +1278,7 @@ TEST_F(direct, efault_recv_partly_mapped)
 		ASSERT_LE(b.ret, pg);
 		ASSERT_EQ((size_t)b.ret, rs_pat_check(p, b.ret, key, 0));
 	}
-	recv_pat(_metadata, self->s, n - b.ret, key, b.ret);
+	rs_recv_pat(_metadata, self->s, n - b.ret, key, b.ret);
 	assert_empty(_metadata, self->s);
 	munmap(p, pg);
 }
@@ -1956,7 +1929,7 @@ TEST_F_TIMEOUT(cancel, advertised_recv, 60)
 
 		/* The peer sends now: all of it arrives, elsewhere. */
 		memset(a, 0xee, self->big);
-		send_pat(_metadata, self->c, self->big, key, off);
+		rs_send_pat(_metadata, self->c, self->big, key, off);
 		ASSERT_EQ((ssize_t)self->big,
 			  rs_recv_all(self->s, b, self->big, 0))
 			TH_LOG("round %u: recv after the cancel: %s", round,

@@ -842,4 +842,33 @@ static inline int rs_system(const char *fmt, ...)
 	return WEXITSTATUS(ret);
 }
 
+/* Send n bytes of pattern key at stream offset off; all of it or fail. */
+static inline void rs_send_pat(struct __test_metadata *_metadata, int fd,
+			       size_t n, uint64_t key, uint64_t off)
+{
+	char *buf = malloc(n);
+
+	ASSERT_NE(NULL, buf);
+	rs_pat_fill(buf, n, key, off);
+	ASSERT_EQ((ssize_t)n, rs_send_all(fd, buf, n, 0))
+		TH_LOG("send: %s", strerror(errno));
+	free(buf);
+}
+
+/* Receive exactly n bytes and check them against pattern key at off. */
+static inline void rs_recv_pat(struct __test_metadata *_metadata, int fd,
+			       size_t n, uint64_t key, uint64_t off)
+{
+	char *buf = malloc(n);
+	size_t bad;
+
+	ASSERT_NE(NULL, buf);
+	ASSERT_EQ((ssize_t)n, rs_recv_all(fd, buf, n, 0))
+		TH_LOG("recv: %s", strerror(errno));
+	bad = rs_pat_check(buf, n, key, off);
+	free(buf);
+	ASSERT_EQ(n, bad) TH_LOG("mismatch at stream offset %llu",
+				 (unsigned long long)(off + bad));
+}
+
 #endif /* RS_COMMON_H */

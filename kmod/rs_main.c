@@ -14,10 +14,38 @@ module_param_named(family, rs_family, int, 0444);
 MODULE_PARM_DESC(family, "socket family number (default "
 		 __stringify(AF_RDMASTREAM) ", must be below AF_MAX)");
 
+/* TCP's bound for TCP_KEEPIDLE and TCP_KEEPINTVL (MAX_TCP_KEEPIDLE) */
+#define RS_KEEPALIVE_MAX	32767
+
+/*
+ * keepalive_secs is read by every keepalive timer, so every write is
+ * checked, at load and at run time: 0 would re-arm the probe timer every
+ * tick, a huge value overflow its expiry in jiffies.
+ */
+static int rs_keepalive_set(const char *val, const struct kernel_param *kp)
+{
+	unsigned int secs;
+	int ret;
+
+	ret = kstrtouint(val, 0, &secs);
+	if (ret)
+		return ret;
+	if (!secs || secs > RS_KEEPALIVE_MAX)
+		return -EINVAL;
+	WRITE_ONCE(*(unsigned int *)kp->arg, secs);
+	return 0;
+}
+
+static const struct kernel_param_ops rs_keepalive_ops = {
+	.set = rs_keepalive_set,
+	.get = param_get_uint,
+};
+
 unsigned int rs_keepalive_secs = 15;
-module_param_named(keepalive_secs, rs_keepalive_secs, uint, 0644);
+module_param_cb(keepalive_secs, &rs_keepalive_ops, &rs_keepalive_secs, 0644);
 MODULE_PARM_DESC(keepalive_secs,
-		 "probe interval of SO_KEEPALIVE connections (default 15)");
+		 "probe interval of SO_KEEPALIVE connections, 1.."
+		 __stringify(RS_KEEPALIVE_MAX) " s (default 15)");
 
 int rs_default_policy = RDMASTREAM_POLICY_DYNAMIC;
 module_param_named(policy, rs_default_policy, int, 0644);
@@ -60,8 +88,6 @@ static int __init rs_init(void)
 {
 	int ret;
 
-	if (!rs_keepalive_secs)
-		rs_keepalive_secs = 1;
 	if (rs_default_policy < RDMASTREAM_POLICY_DYNAMIC ||
 	    rs_default_policy > RDMASTREAM_POLICY_INDIRECT_ONLY) {
 		pr_err("rdmastream: policy %d is not 0, 1 or 2\n",

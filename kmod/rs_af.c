@@ -104,6 +104,26 @@ static int rs_check_addr(const struct sockaddr *addr, int alen)
 	}
 }
 
+/*
+ * Check a user address and copy it into a zeroed ss, only the bytes that
+ * were given: a 24-byte sockaddr_in6 (SIN6_LEN_RFC2133, no scope id) is
+ * accepted as TCP accepts it, but rdma_cm reads all 28 bytes and the
+ * names report them back, so the missing scope id must be 0, not stack.
+ */
+static int rs_copy_addr(struct sockaddr_storage *ss,
+			const struct sockaddr *addr, int alen)
+{
+	int err = rs_check_addr(addr, alen);
+
+	if (err)
+		return err;
+	memset(ss, 0, sizeof(*ss));
+	memcpy(ss, addr, min_t(int, alen, addr->sa_family == AF_INET6 ?
+			       sizeof(struct sockaddr_in6) :
+			       sizeof(struct sockaddr_in)));
+	return 0;
+}
+
 /* The socket's cm id, created on first use; SO_REUSEADDR applies to it. */
 static int rs_get_id(struct rs_sock *rs)
 {
@@ -161,13 +181,15 @@ static int rs_bind_errno(struct net *net, struct sockaddr *addr, int err)
 	return ret ? err : -EADDRINUSE;
 }
 
-static int rs_bind(struct socket *sock, struct sockaddr *addr, int alen)
+static int rs_bind(struct socket *sock, struct sockaddr *uaddr, int alen)
 {
 	struct sock *sk = sock->sk;
 	struct rs_sock *rs = rs_sk(sk);
+	struct sockaddr_storage ss;
+	struct sockaddr *addr = (struct sockaddr *)&ss;
 	int err;
 
-	err = rs_check_addr(addr, alen);
+	err = rs_copy_addr(&ss, uaddr, alen);
 	if (err)
 		return err;
 	lock_sock(sk);
@@ -332,15 +354,17 @@ static int rs_connect_start(struct rs_sock *rs, struct sockaddr *addr)
 	return err;
 }
 
-static int rs_connect(struct socket *sock, struct sockaddr *addr, int alen,
+static int rs_connect(struct socket *sock, struct sockaddr *uaddr, int alen,
 		      int flags)
 {
 	struct sock *sk = sock->sk;
 	struct rs_sock *rs = rs_sk(sk);
+	struct sockaddr_storage ss;
+	struct sockaddr *addr = (struct sockaddr *)&ss;
 	long timeo;
 	int err;
 
-	err = rs_check_addr(addr, alen);
+	err = rs_copy_addr(&ss, uaddr, alen);
 	if (err)
 		return err;
 	lock_sock(sk);

@@ -47,8 +47,9 @@ static bool rs_pdata_ok(const void *data, u8 len)
 {
 	const struct rs_cm_pdata *p = data;
 
+	/* flags: none defined yet; a peer that sets one is not our kind */
 	return data && len >= sizeof(*p) && p->version == RS_PROTO_VERSION &&
-	       be16_to_cpu(p->recv_slots) == RS_RQ_DEPTH;
+	       !p->flags && be16_to_cpu(p->recv_slots) == RS_RQ_DEPTH;
 }
 
 /*
@@ -131,7 +132,8 @@ static void rs_route_resolved(struct rs_sock *rs, struct rdma_cm_id *id)
 		ret = rdma_connect_locked(id, &cp);
 	}
 	if (ret)
-		rs_conn_fail(rs, ret == -ENOMEM ? ENOMEM : EHOSTUNREACH);
+		rs_conn_fail(rs, ret == -ENOMEM || ret == -EPROTONOSUPPORT ?
+			     -ret : EHOSTUNREACH);
 }
 
 static void rs_save_names(struct rs_sock *rs, struct rdma_cm_id *id)

@@ -171,6 +171,30 @@ static __poll_t rs_ctrl_dispatch(struct rs_sock *rs, const struct rs_ctl *m,
 	}
 }
 
+/* The flags a message type may carry; other bits are for later versions. */
+static u32 rs_ctl_known_flags(u8 type)
+{
+	switch (type) {
+	case RS_MSG_ADVERT:
+		return RS_ADV_F_WAITALL;
+	case RS_MSG_DIRECT:
+		return RS_DIR_F_COMPLETE;
+	default:
+		return 0;
+	}
+}
+
+/*
+ * Reserved bytes and flags we do not know must be zero, so that a later
+ * version can give them a meaning: a peer that sets them speaks a protocol
+ * we do not, and is reset rather than misunderstood.
+ */
+static bool rs_ctl_reserved_ok(const struct rs_ctl *m)
+{
+	return !memchr_inv(m->reserved, 0, sizeof(m->reserved)) &&
+	       !(be32_to_cpu(m->flags) & ~rs_ctl_known_flags(m->type));
+}
+
 /* A control message arrived; rs->lock is held. Returns wake-up events. */
 __poll_t rs_ctrl_recv_locked(struct rs_sock *rs, const struct rs_ctl *m,
 			     const struct ib_wc *wc)
@@ -178,7 +202,7 @@ __poll_t rs_ctrl_recv_locked(struct rs_sock *rs, const struct rs_ctl *m,
 	__poll_t mask;
 
 	rs->stats.ctrl_received++;
-	if (m->version != RS_PROTO_VERSION ||
+	if (m->version != RS_PROTO_VERSION || !rs_ctl_reserved_ok(m) ||
 	    !rs_flow_on_credits(&rs->flow, be16_to_cpu(m->credits)) ||
 	    !rs_flow_on_window(&rs->flow, be64_to_cpu(m->cons))) {
 		rs_abort_locked(rs, EPROTO);

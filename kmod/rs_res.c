@@ -151,6 +151,9 @@ int rs_transport_create(struct rs_sock *rs, struct rdma_cm_id *id)
 	u32 rx_size, tx_size;
 	int ret;
 
+	/* iWARP has no RDMA WRITE WITH IMMEDIATE, which indirect data needs */
+	if (rdma_protocol_iwarp(dev, id->port_num))
+		return -EPROTONOSUPPORT;
 	if (dev->attrs.max_send_sge < 2)
 		return -EOPNOTSUPP;
 	rs->max_sge = min_t(u32, dev->attrs.max_send_sge, RS_MAX_SGE);

@@ -5,7 +5,10 @@
  *	fd = socket(AF_RDMASTREAM, SOCK_STREAM, 0);
  *
  * Addresses are struct sockaddr_in / sockaddr_in6 of an IP address that
- * belongs to an RDMA-capable netdev (RoCE, iWARP, IPoIB or Soft-RoCE).
+ * belongs to an RDMA-capable netdev (InfiniBand/IPoIB, RoCE or Soft-RoCE).
+ * iWARP devices are refused (connect() fails with EPROTONOSUPPORT, and a
+ * listener rejects connections that arrive on one): iWARP has no RDMA
+ * WRITE WITH IMMEDIATE, which the protocol's stream buffer relies on.
  * Everything else behaves as a TCP socket does.
  */
 #ifndef _UAPI_LINUX_RDMASTREAM_H

@@ -86,6 +86,10 @@ struct rs_ring {
 	void *vaddr;		/* vmap() of pages: contiguous for the CPU */
 	struct sg_table sgt;
 	bool dma_mapped;
+	bool need_sync;		/* the DMA API must be told of hand-offs */
+	struct ib_device *dev;	/* while dma_mapped */
+	enum dma_data_direction dir;
+	dma_addr_t *dma;	/* per page, when need_sync */
 	struct ib_mr *mr;	/* fast-registered: contiguous for the HCA */
 };
 
@@ -313,6 +317,8 @@ int rs_ring_map(struct rs_ring *r, struct ib_device *dev, struct ib_pd *pd,
 void rs_ring_unmap(struct rs_ring *r, struct ib_device *dev,
 		   enum dma_data_direction dir);
 void rs_ring_free(struct rs_ring *r);
+void rs_ring_sync(struct rs_ring *r, u32 off, u32 len, bool for_cpu);
+void rs_mr_hide_iova(struct ib_mr *mr);
 int rs_ring_copy_in(struct rs_ring *r, u32 off, struct iov_iter *from,
 		    u32 len);
 int rs_ring_copy_out(struct rs_ring *r, u32 off, struct iov_iter *to,

@@ -159,6 +159,7 @@ static int rs_drecv_post_slot(struct rs_sock *rs, struct rs_dslot *d,
 			 PAGE_SIZE);
 	if (n != d->pin.nents)
 		return -EINVAL;
+	rs_mr_hide_iova(d->mr);		/* the ADVERT must not show it */
 	reg.wr.opcode = IB_WR_REG_MR;
 	reg.wr.next = &send;
 	reg.mr = d->mr;

@@ -146,7 +146,7 @@ bool rs_flow_on_data(struct rs_flow *f, u32 len)
 {
 	if (!len || len > f->rx_size - rs_flow_rx_avail(f))
 		return false;
-	f->rx_prod += len;
+	RS_STORE_RELEASE(&f->rx_prod, f->rx_prod + len);
 	return true;
 }
 
@@ -166,7 +166,7 @@ void rs_flow_on_recv_posted(struct rs_flow *f)
 
 void rs_flow_consume(struct rs_flow *f, u32 len)
 {
-	f->rx_cons += len;
+	RS_STORE_ONCE(&f->rx_cons, f->rx_cons + len);
 }
 
 /*

@@ -12,6 +12,8 @@
 
 #ifdef __KERNEL__
 #include <linux/types.h>
+#include <asm/barrier.h>
+#include <linux/compiler.h>
 #else
 #include <stdbool.h>
 #include <stdint.h>
@@ -19,6 +21,20 @@ typedef uint64_t u64;
 typedef uint32_t u32;
 typedef uint16_t u16;
 typedef uint8_t u8;
+#endif
+
+/*
+ * Cursors that are read without the lock (rs_rx_avail(), poll) are
+ * published with these: rx_prod with release semantics, rx_cons as a
+ * single store.
+ */
+#ifdef __KERNEL__
+/* pairs with the acquire in rs_rx_avail(): the bytes below rx_prod first */
+#define RS_STORE_RELEASE(p, v)	smp_store_release(p, v)
+#define RS_STORE_ONCE(p, v)	WRITE_ONCE(*(p), v)
+#else
+#define RS_STORE_RELEASE(p, v)	__atomic_store_n(p, v, __ATOMIC_RELEASE)
+#define RS_STORE_ONCE(p, v)	__atomic_store_n(p, v, __ATOMIC_RELAXED)
 #endif
 
 #define RS_PROTO_VERSION	2

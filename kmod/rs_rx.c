@@ -29,16 +29,25 @@ int rs_post_recv_locked(struct rs_sock *rs, struct rs_recv *r)
 	return ret;
 }
 
-/* Indirect bytes landed in the stream buffer; false if that is invalid. */
-static bool rs_recv_data_locked(struct rs_sock *rs, u32 imm)
+/*
+ * Indirect bytes landed in the stream buffer; false if that is invalid.
+ * The immediate says how many, the completion how many really arrived
+ * (the write's length): a peer that claims more than it wrote would have
+ * recvmsg() return whatever the buffer held before.
+ */
+static bool rs_recv_data_locked(struct rs_sock *rs, u32 imm, u32 arrived)
 {
-	u32 len, credits;
+	u32 len, credits, off = (u32)rs->flow.rx_prod & (rs->rx.size - 1);
 
 	if (imm & RS_IMM_DIRECT)
 		return false;
 	rs_imm_decode(imm, &len, &credits);
-	if (!rs_flow_on_credits(&rs->flow, credits) ||
-	    !rs_flow_on_data(&rs->flow, len))
+	if (len != arrived || !rs_flow_on_credits(&rs->flow, credits))
+		return false;
+	/* the HCA is done with them: the CPU's before rx_prod says so */
+	if (len <= rs->flow.rx_size - rs_flow_rx_avail(&rs->flow))
+		rs_ring_sync(&rs->rx, off, len, true);
+	if (!rs_flow_on_data(&rs->flow, len))
 		return false;
 	/* our live ADVERTs are overtaken: their receivers go to the ring */
 	rs_drx_on_indirect(&rs->drx, len);
@@ -49,7 +58,8 @@ static __poll_t rs_recv_msg_locked(struct rs_sock *rs, struct rs_recv *r,
 				   const struct ib_wc *wc)
 {
 	if (wc->opcode == IB_WC_RECV_RDMA_WITH_IMM) {
-		if (!rs_recv_data_locked(rs, be32_to_cpu(wc->ex.imm_data)))
+		if (!rs_recv_data_locked(rs, be32_to_cpu(wc->ex.imm_data),
+					 wc->byte_len))
 			rs_abort_locked(rs, EPROTO);
 		else if (sock_flag(&rs->sk, SOCK_DEAD))
 			/* nobody will read it: reset the peer, as TCP does */
@@ -167,6 +177,9 @@ static int rs_rx_copy(struct rs_sock *rs, struct msghdr *msg, u32 len,
 	if (err || peek)
 		return err;
 	spin_lock_bh(&rs->lock);
+	/* back to the HCA before the window update can reveal the space */
+	if (!rs->dead)
+		rs_ring_sync(&rs->rx, off, len, false);
 	rs_flow_consume(&rs->flow, len);
 	rs_push_locked(rs);
 	spin_unlock_bh(&rs->lock);

@@ -94,6 +94,9 @@ static int rs_post_chunk(struct rs_sock *rs, const struct rs_chunk *c)
 	int i, n = c->len > first ? 2 : 1;
 	u32 credits;
 
+	/* the copy in is done: the HCA's from here (inline: the CPU reads) */
+	if (!inl)
+		rs_ring_sync(tx, c->local_off, c->len, false);
 	for (i = 0; i < n; i++) {
 		u32 off = i ? 0 : c->local_off;
 
@@ -122,7 +125,8 @@ static int rs_post_chunk(struct rs_sock *rs, const struct rs_chunk *c)
 	 * needs no completion of its own.
 	 */
 	if (inl && rs->flow.tx_done == rs->flow.tx_sent - c->len) {
-		rs->flow.tx_done = rs->flow.tx_sent;
+		/* pairs with the acquire in rs_tx_space() */
+		smp_store_release(&rs->flow.tx_done, rs->flow.tx_sent);
 		last = false;
 	}
 	if (rs_post_slot(rs, &wr.wr, !inl || last, false)) {
@@ -286,8 +290,13 @@ void rs_send_done(struct ib_cq *cq, struct ib_wc *wc)
 	rs->stats.completions++;
 	if (s->seq + 1 > rs->sq_done)
 		rs->sq_done = s->seq + 1;
-	if (s->tx_end > rs->flow.tx_done)
-		rs->flow.tx_done = s->tx_end;
+	if (s->tx_end > rs->flow.tx_done) {
+		/* the HCA is done reading: back to the CPU, then publish */
+		rs_ring_sync(&rs->tx, (u32)rs->flow.tx_done & (rs->tx.size - 1),
+			     (u32)(s->tx_end - rs->flow.tx_done), true);
+		/* pairs with the acquire in rs_tx_space() */
+		smp_store_release(&rs->flow.tx_done, s->tx_end);
+	}
 	if (s->fin)
 		rs->fin_done = true;
 	rs_push_locked(rs);
@@ -400,7 +409,7 @@ static int rs_send_indirect(struct rs_sock *rs, struct msghdr *msg,
 		return err;
 	*copied += n;
 	spin_lock_bh(&rs->lock);
-	rs->flow.tx_head += n;
+	WRITE_ONCE(rs->flow.tx_head, rs->flow.tx_head + n);
 	rs_dtx_indirect_sent(&rs->dtx, n);
 	rs_push_locked(rs);
 	spin_unlock_bh(&rs->lock);

@@ -363,6 +363,71 @@ TEST(trace_events)
 	EXPECT_TRUE(teardown);
 }
 
+/* ---- module parameters ---- */
+
+/* Write val to parameter name; the write's errno, or 0. */
+static int param_write(const char *name, const char *val)
+{
+	char path[256];
+	int fd, err = 0;
+
+	snprintf(path, sizeof(path), "/sys/module/%s/parameters/%s",
+		 modname(), name);
+	fd = open(path, O_WRONLY);
+	if (fd < 0)
+		return errno;
+	if (write(fd, val, strlen(val)) < 0)
+		err = errno;
+	close(fd);
+	return err;
+}
+
+static long param_read(const char *name)
+{
+	char path[256];
+	long val = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/module/%s/parameters/%s",
+		 modname(), name);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%ld", &val) != 1)
+		val = -1;
+	fclose(f);
+	return val;
+}
+
+/*
+ * keepalive_secs can be written at run time; 0 would make every
+ * keepalive timer fire each tick, and values beyond TCP's keepalive
+ * bound overflow in jiffies. Those writes fail and change nothing.
+ */
+TEST(keepalive_param)
+{
+	static const char * const bad[] = { "0", "32768", "4294967295", "-1",
+					    "x" };
+	char old[32];
+	long was;
+	unsigned int i;
+
+	RS_SKIP_TCP("module parameter");
+	was = param_read("keepalive_secs");
+	ASSERT_GT(was, 0) TH_LOG("cannot read keepalive_secs");
+	for (i = 0; i < ARRAY_SIZE(bad); i++) {
+		EXPECT_EQ(EINVAL, param_write("keepalive_secs", bad[i]))
+			TH_LOG("writing %s", bad[i]);
+		EXPECT_EQ(was, param_read("keepalive_secs"))
+			TH_LOG("after writing %s", bad[i]);
+	}
+	EXPECT_EQ(0, param_write("keepalive_secs", "32767"));
+	EXPECT_EQ(32767, param_read("keepalive_secs"));
+	snprintf(old, sizeof(old), "%ld", was);
+	EXPECT_EQ(0, param_write("keepalive_secs", old));
+	EXPECT_EQ(was, param_read("keepalive_secs"));
+}
+
 /* ---- device removal ---- */
 
 struct blocked {

@@ -7,8 +7,10 @@
 #include "rs_common.h"
 
 #include <ifaddrs.h>
+#include <linux/io_uring.h>
 #include <net/if.h>
 #include <sched.h>
+#include <sys/syscall.h>
 
 static unsigned short free_port(struct __test_metadata *_metadata)
 {
@@ -1321,6 +1323,268 @@ TEST_F(v6, names_and_data)
 	close(c);
 	close(s);
 	close(lfd);
+}
+
+/* ---- 24-byte IPv6 addresses (RFC 2133, no sin6_scope_id) ---- */
+
+/*
+ * Just enough io_uring to connect from a kernel worker: with IOSQE_ASYNC
+ * the address is copied into a kmalloc()ed buffer, which (unlike the
+ * stack of connect(2) on a kernel built with INIT_STACK_ALL_ZERO) holds
+ * what its last user left beyond the bytes given, unless the kernel runs
+ * with init_on_alloc (the test VMs do not).
+ */
+struct uring {
+	int fd;
+	void *ring;
+	size_t ring_len;
+	struct io_uring_sqe *sqes;
+	size_t sqes_len;
+	unsigned int *sq_tail, *sq_mask, *sq_array;
+	unsigned int *cq_head, *cq_tail, *cq_mask;
+	struct io_uring_cqe *cqes;
+};
+
+static int uring_init(struct uring *u, unsigned int entries)
+{
+	struct io_uring_params pr = {};
+	size_t sq_len, cq_len;
+	char *r;
+
+	u->fd = syscall(__NR_io_uring_setup, entries, &pr);
+	if (u->fd < 0 || !(pr.features & IORING_FEAT_SINGLE_MMAP))
+		return -1;
+	sq_len = pr.sq_off.array + pr.sq_entries * sizeof(unsigned int);
+	cq_len = pr.cq_off.cqes + pr.cq_entries * sizeof(struct io_uring_cqe);
+	u->ring_len = sq_len > cq_len ? sq_len : cq_len;
+	u->ring = mmap(NULL, u->ring_len, PROT_READ | PROT_WRITE,
+		       MAP_SHARED | MAP_POPULATE, u->fd, IORING_OFF_SQ_RING);
+	u->sqes_len = pr.sq_entries * sizeof(struct io_uring_sqe);
+	u->sqes = mmap(NULL, u->sqes_len, PROT_READ | PROT_WRITE,
+		       MAP_SHARED | MAP_POPULATE, u->fd, IORING_OFF_SQES);
+	if (u->ring == MAP_FAILED || u->sqes == MAP_FAILED)
+		return -1;
+	r = u->ring;
+	u->sq_tail = (unsigned int *)(r + pr.sq_off.tail);
+	u->sq_mask = (unsigned int *)(r + pr.sq_off.ring_mask);
+	u->sq_array = (unsigned int *)(r + pr.sq_off.array);
+	u->cq_head = (unsigned int *)(r + pr.cq_off.head);
+	u->cq_tail = (unsigned int *)(r + pr.cq_off.tail);
+	u->cq_mask = (unsigned int *)(r + pr.cq_off.ring_mask);
+	u->cqes = (struct io_uring_cqe *)(r + pr.cq_off.cqes);
+	return 0;
+}
+
+static void uring_exit(struct uring *u)
+{
+	munmap(u->sqes, u->sqes_len);
+	munmap(u->ring, u->ring_len);
+	close(u->fd);
+}
+
+/* Queue connect(fd, addr, len), to run in an io_uring worker. */
+static void uring_connect(struct uring *u, int fd, const void *addr,
+			  socklen_t len)
+{
+	unsigned int tail = *u->sq_tail, i = tail & *u->sq_mask;
+	struct io_uring_sqe *e = &u->sqes[i];
+
+	memset(e, 0, sizeof(*e));
+	e->opcode = IORING_OP_CONNECT;
+	e->flags = IOSQE_ASYNC;
+	e->fd = fd;
+	e->addr = (uintptr_t)addr;
+	e->off = len;			/* addr2: the address length */
+	u->sq_array[i] = i;
+	__atomic_store_n(u->sq_tail, tail + 1, __ATOMIC_RELEASE);
+}
+
+/* Submit n queued requests, wait for their n results; -1 on failure. */
+static int uring_run(struct uring *u, unsigned int n, int *res)
+{
+	unsigned int got = 0, head;
+
+	if (syscall(__NR_io_uring_enter, u->fd, n, 0, 0, NULL, 0) != n)
+		return -1;
+	while (got < n) {
+		if (syscall(__NR_io_uring_enter, u->fd, 0, 1,
+			    IORING_ENTER_GETEVENTS, NULL, 0) < 0)
+			return -1;
+		head = *u->cq_head;
+		while (head != __atomic_load_n(u->cq_tail, __ATOMIC_ACQUIRE)) {
+			if (got < n)
+				res[got++] = u->cqes[head & *u->cq_mask].res;
+			head++;
+		}
+		__atomic_store_n(u->cq_head, head, __ATOMIC_RELEASE);
+	}
+	return 0;
+}
+
+#define SHORT6_LEN	24		/* the kernel's SIN6_LEN_RFC2133 */
+#define SHORT6_PRIME	16		/* primed kmalloc()ed addresses */
+#define SHORT6_SCOPE	0x5a5a5a5aU	/* what they leave behind */
+
+/*
+ * Leave SHORT6_SCOPE in recently freed io_uring connect buffers: UDP
+ * connects with full 28-byte addresses whose scope id is the pattern.
+ */
+static void short6_prime(struct __test_metadata *_metadata, struct uring *u)
+{
+	struct sockaddr_in6 a = {
+		.sin6_family = AF_INET6, .sin6_port = htons(9),
+		.sin6_scope_id = SHORT6_SCOPE,
+	};
+	int fds[SHORT6_PRIME], res[SHORT6_PRIME], i;
+
+	a.sin6_addr.s6_addr[10] = 0xff;
+	a.sin6_addr.s6_addr[11] = 0xff;
+	a.sin6_addr.s6_addr[12] = 127;
+	a.sin6_addr.s6_addr[15] = 1;
+	for (i = 0; i < SHORT6_PRIME; i++) {
+		fds[i] = socket(AF_INET6, SOCK_DGRAM, 0);
+		ASSERT_GE(fds[i], 0);
+		uring_connect(u, fds[i], &a, sizeof(a));
+	}
+	ASSERT_EQ(0, uring_run(u, SHORT6_PRIME, res));
+	for (i = 0; i < SHORT6_PRIME; i++)
+		close(fds[i]);
+}
+
+/* The socket's names have family AF_INET6 and a zero scope id. */
+static void short6_names(struct __test_metadata *_metadata, int fd,
+			 const char *who)
+{
+	struct sockaddr_in6 a;
+	socklen_t len;
+	int peer;
+
+	for (peer = 0; peer < 2; peer++) {
+		memset(&a, 0xee, sizeof(a));
+		len = sizeof(a);
+		ASSERT_EQ(0, (peer ? getpeername : getsockname)
+			  (fd, (struct sockaddr *)&a, &len))
+			TH_LOG("%s: %s", who, strerror(errno));
+		EXPECT_EQ(sizeof(a), len);
+		EXPECT_EQ(AF_INET6, a.sin6_family);
+		EXPECT_EQ(0, a.sin6_scope_id)
+			TH_LOG("%s: %s has scope id %#x", who,
+			       peer ? "getpeername" : "getsockname",
+			       a.sin6_scope_id);
+	}
+}
+
+/*
+ * A non-link-local IPv6 address of RS_NETDEV (a link-local one needs the
+ * scope id that a 24-byte address lacks): RS_ADDR6 if that is one, else
+ * fd00:5253::<host> added for the test (true: delete it afterwards).
+ * Against TCP without RS_NETDEV, ::1.
+ */
+static bool short6_addr(struct __test_metadata *_metadata,
+			struct in6_addr *a)
+{
+	const char *env = getenv("RS_ADDR6");
+	char buf[INET6_ADDRSTRLEN];
+
+	if (env && inet_pton(AF_INET6, env, a) == 1 &&
+	    !IN6_IS_ADDR_LINKLOCAL(a))
+		return false;
+	if (rs.tcp && !rs.netdev) {
+		*a = in6addr_loopback;
+		return false;
+	}
+	ASSERT_NE(NULL, rs.netdev) TH_LOG("RS_NETDEV is not set");
+	snprintf(buf, sizeof(buf), "fd00:5253::%d", rs.host);
+	ASSERT_EQ(1, inet_pton(AF_INET6, buf, a));
+	ASSERT_EQ(0, rs_system("ip -6 addr replace %s/64 dev %s nodad",
+			       buf, rs.netdev));
+	return true;
+}
+
+/* bind() with 24 bytes, retried while the new address reaches rdma_cm. */
+static int short6_listener(struct __test_metadata *_metadata,
+			   const struct in6_addr *addr,
+			   struct sockaddr_in6 *name)
+{
+	struct sockaddr_in6 a = { .sin6_family = AF_INET6, .sin6_addr = *addr };
+	socklen_t len = sizeof(*name);
+	int fd, i, ret = -1;
+
+	for (i = 0; i < 50 && ret; i++) {
+		fd = rs_socket6(0);
+		ASSERT_GE(fd, 0);
+		ret = bind(fd, (struct sockaddr *)&a, SHORT6_LEN);
+		if (ret && errno == EADDRNOTAVAIL) {
+			close(fd);
+			rs_msleep(100);
+		}
+	}
+	ASSERT_EQ(0, ret) TH_LOG("bind with 24 bytes: %s", strerror(errno));
+	ASSERT_EQ(0, listen(fd, 4));
+	ASSERT_EQ(0, getsockname(fd, (struct sockaddr *)name, &len));
+	EXPECT_EQ(sizeof(*name), len);
+	EXPECT_EQ(0, name->sin6_scope_id);
+	EXPECT_EQ(0, memcmp(&name->sin6_addr, addr, sizeof(*addr)));
+	return fd;
+}
+
+/*
+ * TCP accepts a sockaddr_in6 without its scope id (24 bytes) for bind
+ * and connect; the names then report scope id 0, not whatever followed
+ * the 24 bytes in the kernel's copy of the address.
+ */
+TEST(short_sin6)
+{
+	struct sockaddr_in6 lname;
+	struct in6_addr addr;
+	struct uring u;
+	cpu_set_t cpus;
+	int lfd, c, c2, s, res;
+	bool added;
+
+	rs_watchdog(60);
+	added = short6_addr(_metadata, &addr);
+	lfd = short6_listener(_metadata, &addr, &lname);
+
+	/* connect(2), 24 bytes */
+	c = rs_socket6(0);
+	ASSERT_GE(c, 0);
+	ASSERT_EQ(0, connect(c, (struct sockaddr *)&lname, SHORT6_LEN))
+		TH_LOG("connect with 24 bytes: %s", strerror(errno));
+	s = accept(lfd, NULL, NULL);
+	ASSERT_GE(s, 0);
+	short6_names(_metadata, c, "connect");
+	short6_names(_metadata, s, "accepted");
+	ping(_metadata, c, s);
+	close(s);
+
+	/*
+	 * io_uring connect, 24 bytes, into a buffer that held SHORT6_SCOPE
+	 * just before; on one CPU so that it is one of those freed last
+	 */
+	CPU_ZERO(&cpus);
+	CPU_SET(sched_getcpu(), &cpus);
+	ASSERT_EQ(0, sched_setaffinity(0, sizeof(cpus), &cpus));
+	ASSERT_EQ(0, uring_init(&u, 32)) TH_LOG("io_uring: %s",
+						 strerror(errno));
+	c2 = rs_socket6(0);
+	ASSERT_GE(c2, 0);
+	short6_prime(_metadata, &u);
+	uring_connect(&u, c2, &lname, SHORT6_LEN);
+	ASSERT_EQ(0, uring_run(&u, 1, &res));
+	ASSERT_EQ(0, res) TH_LOG("io_uring connect: %s", strerror(-res));
+	s = accept(lfd, NULL, NULL);
+	ASSERT_GE(s, 0);
+	short6_names(_metadata, c2, "io_uring connect");
+	ping(_metadata, c2, s);
+	uring_exit(&u);
+	close(s);
+	close(c2);
+	close(c);
+	close(lfd);
+	if (added)
+		rs_system("ip -6 addr del fd00:5253::%d/64 dev %s", rs.host,
+			  rs.netdev);
 }
 
 TEST_HARNESS_MAIN

@@ -59,7 +59,7 @@ enum attack { LEGIT, PAST_END, BEFORE, READ, BAD_RKEY, OVERRUN,
 enum { T_SETUP = 1, T_ACK = 2, T_ADVERT = 5, T_DIRECT = 6, T_CANCEL = 7,
        T_CANCEL_ACK = 8 };
 #define ADV_LEN		(256 * 1024)	/* above the default threshold */
-#define BIG		16384		/* the peer's source of big writes */
+#define BIG		16384	/* the peer's source of big writes */
 
 struct peer {
 	struct rdma_event_channel *ch;
@@ -493,8 +493,8 @@ static void misplaced(struct __test_metadata *_metadata, int s,
 	for (i = 0; i < len; i++)
 		dirty += got[i] != 0;
 	EXPECT_EQ(0, dirty)
-		TH_LOG("%u of %u bytes nobody wrote are not 0 (first: %02x %02x %02x %02x)",
-		       dirty, len, got[0], got[1], got[2], got[3]);
+		TH_LOG("%u of %u bytes nobody wrote are not 0 (%02x %02x ...)",
+		       dirty, len, got[0], got[1]);
 	free(got);
 }
 

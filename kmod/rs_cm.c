@@ -54,10 +54,15 @@ static bool rs_pdata_ok(const void *data, u8 len)
 /*
  * Transport retries: 6, because 7 means "retry forever" to some HCAs (rxe
  * among them) and a dead peer must surface as an error; with the ack
- * timeout below (4.096 us << 18, about 1 s) that takes about 7 s. Receiver
- * not ready never happens by design (credits), 7 keeps it harmless.
+ * timeout below (4.096 us << 18, about 1 s) that takes about 7 s.
+ * Receiver-not-ready retries: 6 as well. An honest peer never sends RNR
+ * (credits), and 7 would again mean forever: a peer that stops posting
+ * receives could hold our sends, and the user pages a zero-copy send has
+ * pinned, for ever. With 6, the QP fails after at most 7 RNR waits of the
+ * peer's choosing (at most 655 ms each by the IB spec).
  */
 #define RS_RETRY_COUNT	6
+#define RS_RNR_RETRY	6
 #define RS_ACK_TIMEOUT	18
 
 static void rs_conn_param(struct rdma_conn_param *cp, struct rs_cm_pdata *p,
@@ -67,7 +72,7 @@ static void rs_conn_param(struct rdma_conn_param *cp, struct rs_cm_pdata *p,
 	cp->private_data = p;
 	cp->private_data_len = sizeof(*p);
 	cp->retry_count = RS_RETRY_COUNT;
-	cp->rnr_retry_count = 7;
+	cp->rnr_retry_count = RS_RNR_RETRY;
 	rdma_set_ack_timeout(id, RS_ACK_TIMEOUT);
 }
 

@@ -65,6 +65,17 @@ static bool rs_pdata_ok(const void *data, u8 len)
 #define RS_RNR_RETRY	6
 #define RS_ACK_TIMEOUT	18
 
+/*
+ * The IB CM lets the peer choose our retry counts: the passive side's QP
+ * takes both counts from the REQ, the active side's RNR count comes from
+ * the REP. A peer asking for 7 ("forever") could stall our sends, and
+ * pin user pages, for ever: refuse it (our own ends always ask for 6).
+ */
+static bool rs_retries_ok(const struct rdma_conn_param *cp, bool req)
+{
+	return cp->rnr_retry_count < 7 && (!req || cp->retry_count < 7);
+}
+
 static void rs_conn_param(struct rdma_conn_param *cp, struct rs_cm_pdata *p,
 			  struct rdma_cm_id *id)
 {
@@ -179,8 +190,9 @@ static void rs_established(struct rs_sock *rs, struct rdma_cm_id *id,
 	struct sock *sk = &rs->sk;
 	int err;
 
-	if (!rs->parent && !rs_pdata_ok(ev->param.conn.private_data,
-					ev->param.conn.private_data_len)) {
+	if (!rs->parent && (!rs_pdata_ok(ev->param.conn.private_data,
+					 ev->param.conn.private_data_len) ||
+			    !rs_retries_ok(&ev->param.conn, false))) {
 		rs_conn_fail(rs, EPROTO);
 		return;
 	}
@@ -250,7 +262,8 @@ static int rs_conn_request(struct rs_sock *lrs, struct rdma_cm_id *id,
 	int ret;
 
 	if (!rs_pdata_ok(ev->param.conn.private_data,
-			 ev->param.conn.private_data_len))
+			 ev->param.conn.private_data_len) ||
+	    !rs_retries_ok(&ev->param.conn, true))
 		return -EPROTO;
 	lock_sock(lsk);
 	if (lsk->sk_state != TCP_LISTEN ||

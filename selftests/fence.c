@@ -17,6 +17,9 @@
  * released the orphans): /proc/vmstat nr_foll_pin_acquired equals
  * nr_foll_pin_released again.
  *
+ * forever_refused: a peer that asks the module's QP to retry RNR for ever
+ * (the IB CM lets each side choose the other's count) is refused.
+ *
  * inject.*: the module parameter inject_post makes one work request chain
  * fail part-way, as a device may: ADVERT (REG_MR, SEND), zero-copy
  * (WRITEs, DIRECT) and inline direct (WRITE, DIRECT), at the first, second
@@ -143,6 +146,7 @@ struct io_child {
 	pid_t pid;
 	int pipe;
 	int status;
+	bool reaped;
 };
 
 /* Fork a child that sends or receives len bytes on fd, then reports. */
@@ -150,6 +154,7 @@ static int io_start(struct io_child *c, int fd, bool send_it, size_t len)
 {
 	int p[2];
 
+	memset(c, 0, sizeof(*c));
 	if (pipe(p))
 		return -1;
 	c->pid = fork();
@@ -180,9 +185,13 @@ static int io_reap(struct io_child *c, double secs)
 {
 	double end = rs_now() + secs;
 
+	if (c->reaped)
+		return 0;
 	do {
-		if (waitpid(c->pid, &c->status, WNOHANG) == c->pid)
+		if (waitpid(c->pid, &c->status, WNOHANG) == c->pid) {
+			c->reaped = true;
 			return 0;
+		}
 		rs_msleep(10);
 	} while (rs_now() < end);
 	return -1;
@@ -262,6 +271,7 @@ TEST_F_TIMEOUT(fence, stall, 90)
 		ASSERT_EQ(0, peer_advert(&self->p))
 			TH_LOG("no ADVERT from the module");
 	} else {
+		ASSERT_EQ(0, peer_send_setup(&self->p));
 		ASSERT_EQ(0, peer_send_advert(&self->p, PEER_ADV_MAX));
 		ASSERT_EQ(0, wait_advert(self->s, 5000))
 			TH_LOG("the module did not take the peer's ADVERT");
@@ -278,18 +288,18 @@ TEST_F_TIMEOUT(fence, stall, 90)
 		t0 = rs_now();
 		EXPECT_EQ(0, io_reap(&c, 1.0))
 			TH_LOG("SIGKILL did not end the blocked call in 1 s");
-		if (io_reap(&c, 30)) {
+		if (io_reap(&c, 30))
 			TH_LOG("the killed caller never ended");
-		} else {
-			rs_info("killed caller reaped after %.2f s",
-				rs_now() - t0);
-		}
+		rs_info("killed caller reaped after %.2f s", rs_now() - t0);
 		EXPECT_TRUE(WIFSIGNALED(c.status));
 		close(c.pipe);
 	} else {
-		EXPECT_EQ(0, io_reap(&c, RNR_BOUND))
+		if (io_reap(&c, RNR_BOUND)) {
 			TH_LOG("the call did not end within %.0f s",
 			       RNR_BOUND);
+			rs_system("cat /proc/%d/stack >&2", c.pid);
+		}
+		EXPECT_EQ(0, io_reap(&c, 0));
 		ASSERT_EQ(0, io_reap(&c, 60));
 		rs_info("the call ended after %.2f s", rs_now() - t0);
 		ASSERT_EQ(0, io_result(&c, &r));
@@ -311,6 +321,28 @@ TEST_F_TIMEOUT(fence, stall, 90)
 	pins = pins_settle(self->pins);
 	EXPECT_EQ(self->pins, pins)
 		TH_LOG("%ld pages still pinned", pins - self->pins);
+}
+
+/* A peer that asks for endless RNR retries is refused at connect. */
+TEST(forever_refused)
+{
+	struct sockaddr_in sin;
+	struct peer p = { .rnr7 = true };
+	int lfd, s;
+
+	RS_SKIP_TCP("speaks the rdmastream wire protocol");
+	rs_watchdog(60);
+	lfd = rs_listener(_metadata, &sin);
+	EXPECT_NE(0, peer_connect(&p, &sin));
+	peer_close(&p);
+	/* and the listener still serves honest peers */
+	memset(&p, 0, sizeof(p));
+	ASSERT_EQ(0, peer_connect(&p, &sin));
+	s = rs_accept(_metadata, lfd);
+	EXPECT_EQ(0, peer_setup(&p));
+	peer_close(&p);
+	close(s);
+	close(lfd);
 }
 
 /* ---- partial post failures ---- */

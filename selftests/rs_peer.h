@@ -35,6 +35,7 @@ struct peer {
 	uint64_t adv_addr;	/* the last ADVERT */
 	uint32_t adv_rkey, adv_len, adv_id;
 	unsigned int nrecv;	/* receives to post: 0 means SLOTS */
+	bool rnr7;		/* ask the module to retry RNR for ever */
 	char *target;		/* peer_send_advert(): where we take writes */
 	struct ibv_mr *tmr;
 };
@@ -83,7 +84,7 @@ static inline int peer_connect(struct peer *p,
 	uint8_t pdata[8] = { WIRE_VERSION, 0, 0, SLOTS, 0, 1, 0, 0 };
 	struct rdma_conn_param cp = {
 		.private_data = pdata, .private_data_len = sizeof(pdata),
-		.retry_count = 6, .rnr_retry_count = 7,
+		.retry_count = 6, .rnr_retry_count = p->rnr7 ? 7 : 6,
 		.initiator_depth = 1, .responder_resources = 1,
 	};
 	struct ibv_recv_wr rwr, *bad;
@@ -280,11 +281,22 @@ static inline void peer_close(struct peer *p)
 		rdma_destroy_event_channel(p->ch);
 }
 
-/*
- * Advertise a buffer of len bytes (<= PEER_ADV_MAX) of our own, as a
- * receiver blocked in recv() would: the module may write into it.
- */
-static inline int peer_send_advert(struct peer *p, uint32_t len)
+/* Our own memory for the module to write into: ring and ADVERT target. */
+static inline int peer_target(struct peer *p)
+{
+	if (p->target)
+		return 0;
+	p->target = calloc(1, PEER_ADV_MAX);
+	if (!p->target)
+		return -1;
+	p->tmr = ibv_reg_mr(p->pd, p->target, PEER_ADV_MAX,
+			    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	return p->tmr ? 0 : -1;
+}
+
+/* Send a control message with an address, rkey, phase and id. */
+static inline int peer_ctl_mem(struct peer *p, int type, uint32_t len,
+			       uint64_t addr, uint32_t phase, uint32_t id)
 {
 	unsigned char *m = (unsigned char *)p->buf + SLOTS * MSG + 2048;
 	struct ibv_sge sge = {
@@ -298,32 +310,42 @@ static inline int peer_send_advert(struct peer *p, uint32_t len)
 	uint64_t v64;
 	uint32_t v;
 
-	if (!p->target) {
-		p->target = calloc(1, PEER_ADV_MAX);
-		if (!p->target)
-			return -1;
-		p->tmr = ibv_reg_mr(p->pd, p->target, PEER_ADV_MAX,
-				    IBV_ACCESS_LOCAL_WRITE |
-				    IBV_ACCESS_REMOTE_WRITE);
-		if (!p->tmr)
-			return -1;
-	}
 	memset(m, 0, MSG);
-	m[0] = T_ADVERT;
+	m[0] = type;
 	m[1] = WIRE_VERSION;
 	v = htonl(len);
 	memcpy(m + 4, &v, 4);
-	v64 = htobe64((uintptr_t)p->target);
+	v64 = htobe64(addr);
 	memcpy(m + 16, &v64, 8);
 	v = htonl(p->tmr->rkey);
 	memcpy(m + 32, &v, 4);
-	v = htonl(1);			/* phase 1: the first direct phase */
+	v = htonl(phase);
 	memcpy(m + 36, &v, 4);
-	v = htonl(1);			/* our id for it */
+	v = htonl(id);
 	memcpy(m + 40, &v, 4);
 	if (ibv_post_send(p->id->qp, &wr, &bad))
 		return -1;
 	return cq_wait(p, &wc, 10000) == IBV_WC_SUCCESS ? 0 : -1;
+}
+
+/* Tell the module where our stream buffer is, so that it may send. */
+static inline int peer_send_setup(struct peer *p)
+{
+	if (peer_target(p))
+		return -1;
+	return peer_ctl_mem(p, T_SETUP, 65536, (uintptr_t)p->target, 0, 0);
+}
+
+/*
+ * Advertise a buffer of len bytes (<= PEER_ADV_MAX) of our own, as a
+ * receiver blocked in recv() would: the module may write into it. Phase
+ * 1 is the first direct phase.
+ */
+static inline int peer_send_advert(struct peer *p, uint32_t len)
+{
+	if (peer_target(p))
+		return -1;
+	return peer_ctl_mem(p, T_ADVERT, len, (uintptr_t)p->target, 1, 1);
 }
 
 /*

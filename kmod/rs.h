@@ -41,6 +41,7 @@
 #define RS_CANCEL_TIMEOUT	(10 * HZ)	/* peer silent on a CANCEL */
 #define RS_DIRECT_TIMEOUT	(10 * HZ)	/* a direct transfer's WRs pending */
 #define RS_INV_TIMEOUT		(2 * HZ)	/* LOCAL_INV pending */
+#define RS_DRAIN_TIMEOUT	(5 * HZ)	/* a fenced caller's wait */
 #define RS_DSMALL_MAX		4	/* small direct receives before backing off */
 #define RS_INV_KICK		(HZ / 10)	/* LOCAL_INV late: kick the QP */
 
@@ -330,6 +331,7 @@ int rs_transport_create(struct rs_sock *rs, struct rdma_cm_id *id);
 void rs_transport_destroy(struct rs_sock *rs, struct rdma_cm_id *id);
 void rs_transport_free_rings(struct rs_sock *rs);
 int rs_post_regs(struct rs_sock *rs);
+bool rs_fence(struct rs_sock *rs, int err);
 
 /* rs_ring.c */
 int rs_ring_alloc(struct rs_ring *r, u32 size);

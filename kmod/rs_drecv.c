@@ -233,17 +233,19 @@ static int rs_drecv_post_slot(struct rs_sock *rs, struct rs_dslot *d,
 }
 
 /*
- * Advertise the pinned buffer; returns the slot, -EAGAIN if not now (the
- * pin is still the caller's), or -EIO if a failed post fenced the
- * connection (the pin is the slot's, and the fence releases it).
+ * Advertise the pinned buffer; returns the slot, or -EAGAIN if not now
+ * (the pin is still the caller's). The pin is the slot's once a slot is
+ * returned; *fenced says that a failed post fenced the connection (the
+ * REG_MR may have gone out: the slot must go through the fence).
  */
 static int rs_drecv_post_locked(struct rs_sock *rs, struct rs_pin *pin,
-				u32 flags)
+				u32 flags, bool *fenced)
 {
 	struct rs_advert a;
 	struct rs_dslot *d;
 	int slot;
 
+	*fenced = false;
 	if (!rs_drecv_room_locked(rs))
 		return -EAGAIN;
 	slot = rs_drx_free_slot(&rs->drx);
@@ -262,10 +264,7 @@ static int rs_drecv_post_locked(struct rs_sock *rs, struct rs_pin *pin,
 	d->inv.done = false;
 	/* until a drain or an invalidation, the peer may write */
 	d->registered = true;
-	if (rs_drecv_post_slot(rs, d, &a)) {
-		d->orphan = true;
-		return -EIO;
-	}
+	*fenced = rs_drecv_post_slot(rs, d, &a) != 0;
 	return slot;
 }
 
@@ -380,10 +379,28 @@ static int rs_drecv_invalidate(struct rs_sock *rs, struct rs_dslot *d)
 }
 
 /*
+ * The caller stops waiting while the peer may still reach the buffer:
+ * fence, and leave the slot to the fence unless the drain came. Returns
+ * true if the slot is orphaned.
+ */
+static bool rs_drecv_give_up(struct rs_sock *rs, int slot, int fence)
+{
+	struct rs_dslot *d = &rs->dslot[slot];
+
+	if (rs_fence(rs, fence == -ETIMEDOUT ? ETIMEDOUT : ECONNRESET))
+		return false;
+	spin_lock_bh(&rs->lock);
+	d->orphan = !rs->drained;
+	spin_unlock_bh(&rs->lock);
+	return d->orphan;
+}
+
+/*
  * Give the slot back; returns the bytes that landed in the buffer. With
- * fence set (the peer may still reach the buffer, and the caller stopped
- * waiting) the connection is fenced and the buffer left to the fence,
- * unless the QP is drained already; then it returns fence.
+ * fence set (the caller stopped waiting while the peer may still reach
+ * the buffer) the connection is fenced first; if the drain does not come
+ * (the caller is being killed) the buffer is left to the fence and fence
+ * is returned.
  */
 static int rs_drecv_finish(struct rs_sock *rs, int slot, int fence)
 {
@@ -393,13 +410,10 @@ static int rs_drecv_finish(struct rs_sock *rs, int slot, int fence)
 	u32 n;
 	int i;
 
-	spin_lock_bh(&rs->lock);
-	if (fence && !rs->drained) {
-		rs_abort_locked(rs, fence == -EINTR ? ECONNRESET : ETIMEDOUT);
-		d->orphan = true;
-		spin_unlock_bh(&rs->lock);
+	if (fence && !READ_ONCE(rs->drained) &&
+	    rs_drecv_give_up(rs, slot, fence))
 		return fence;
-	}
+	spin_lock_bh(&rs->lock);
 	rs_pin_unmap(&d->pin, rs->dev);
 	pin = d->pin;
 	memset(&d->pin, 0, sizeof(d->pin));
@@ -407,6 +421,7 @@ static int rs_drecv_finish(struct rs_sock *rs, int slot, int fence)
 	for (i = 0; i < RS_ADV_SLOTS; i++)
 		was_full &= rs->dslot[i].busy;
 	d->busy = false;
+	d->orphan = false;
 	fenced = rs->dead;
 	drained = rs->drained;
 	done = !d->registered;
@@ -418,7 +433,7 @@ static int rs_drecv_finish(struct rs_sock *rs, int slot, int fence)
 	/* a receive that found every slot taken may advertise now */
 	if (was_full)
 		wake_up_interruptible_all(sk_sleep(&rs->sk));
-	return n;
+	return fence ? fence : n;
 }
 
 /*
@@ -432,6 +447,7 @@ int rs_drecv(struct rs_sock *rs, struct msghdr *msg, u32 len, int flags,
 	u32 adv_flags = flags & MSG_WAITALL ? RS_ADV_F_WAITALL : 0;
 	struct rs_pin pin;
 	int slot, err, got, fence;
+	bool fenced;
 	u32 n;
 
 	rs_dslot_mr_prepare(rs);
@@ -445,10 +461,13 @@ int rs_drecv(struct rs_sock *rs, struct msghdr *msg, u32 len, int flags,
 		return -EOPNOTSUPP;
 	}
 	spin_lock_bh(&rs->lock);
-	slot = rs_drecv_post_locked(rs, &pin, adv_flags);
+	slot = rs_drecv_post_locked(rs, &pin, adv_flags, &fenced);
 	spin_unlock_bh(&rs->lock);
-	if (slot == -EIO)
-		return sock_error(&rs->sk) ? : -ECONNRESET;
+	if (fenced) {
+		/* the REG_MR may have gone out: the pages wait for the fence */
+		got = rs_drecv_finish(rs, slot, -EIO);
+		return got == -EINTR ? got : sock_error(&rs->sk) ? : -EPIPE;
+	}
 	if (slot < 0) {
 		rs_pin_release(&pin);
 		return -EOPNOTSUPP;

@@ -272,25 +272,14 @@ static long rs_dsend_inline(struct rs_sock *rs, struct msghdr *msg, u32 n,
 }
 
 /*
- * Wait until the HCA is done with z's pages: bounded by RS_DIRECT_TIMEOUT
- * (normally microseconds; a peer that stops acknowledging or posting
- * receives makes the QP fail well before), and cut short only by a fatal
- * signal. A sender that stops waiting fences the connection and leaves z
- * to the fence. Returns 0 when z is the caller's again, else the errno.
+ * z's work requests are over, or the QP is drained: the pages are the
+ * caller's again. Returns 0 if the transfer succeeded, else -EPIPE.
  */
-static int rs_zsend_wait(struct rs_sock *rs, struct rs_zsend *z)
+static int rs_zsend_end(struct rs_sock *rs, struct rs_zsend *z)
 {
-	long left = rs_dwait(rs, READ_ONCE(z->wait.done) ||
-			     READ_ONCE(rs->drained), RS_DIRECT_TIMEOUT);
 	bool fenced, drained;
 
 	spin_lock_bh(&rs->lock);
-	if (!z->wait.done && !rs->drained) {
-		rs_abort_locked(rs, left < 0 ? ECONNRESET : ETIMEDOUT);
-		z->orphan = true;
-		spin_unlock_bh(&rs->lock);
-		return left < 0 ? -EINTR : -ETIMEDOUT;
-	}
 	list_del(&z->node);
 	rs_pin_unmap(&z->pin, rs->dev);
 	fenced = rs->dead;
@@ -299,6 +288,42 @@ static int rs_zsend_wait(struct rs_sock *rs, struct rs_zsend *z)
 	trace_rdmastream_pin_release(&rs->sk, z->pin.npages, fenced, drained,
 				     z->wait.done);
 	return z->wait.done && z->wait.status == IB_WC_SUCCESS ? 0 : -EPIPE;
+}
+
+/* Give up on z: fence; z stays the fence's unless the drain came. */
+static bool rs_zsend_give_up(struct rs_sock *rs, struct rs_zsend *z, int err)
+{
+	if (rs_fence(rs, err)) {
+		rs_zsend_end(rs, z);
+		return false;
+	}
+	spin_lock_bh(&rs->lock);
+	z->orphan = !rs->drained;
+	spin_unlock_bh(&rs->lock);
+	if (!z->orphan)
+		rs_zsend_end(rs, z);
+	return z->orphan;
+}
+
+/*
+ * Wait until the HCA is done with z's pages: bounded by RS_DIRECT_TIMEOUT
+ * (normally microseconds; a peer that stops acknowledging or posting
+ * receives makes the QP fail well before), and cut short only by a fatal
+ * signal. A sender that stops waiting fences the connection (design.md,
+ * "The fence"). Returns 0 or -EPIPE when z is the caller's again, else
+ * -ETIMEDOUT or -EINTR (z may then be the fence's: *orphan).
+ */
+static int rs_zsend_wait(struct rs_sock *rs, struct rs_zsend *z,
+			 bool *orphan)
+{
+	long left = rs_dwait(rs, READ_ONCE(z->wait.done) ||
+			     READ_ONCE(rs->drained), RS_DIRECT_TIMEOUT);
+
+	*orphan = false;
+	if (left > 0)
+		return rs_zsend_end(rs, z);
+	*orphan = rs_zsend_give_up(rs, z, left < 0 ? ECONNRESET : ETIMEDOUT);
+	return left < 0 ? -EINTR : -ETIMEDOUT;
 }
 
 /* Post z's pages into the ADVERT; > 0 bytes posted, else as post_locked. */
@@ -317,9 +342,7 @@ static int rs_zsend_post(struct rs_sock *rs, struct rs_zsend *z,
 		ret = rs_dsend_post_locked(rs, snap, &src);
 		if (ret > 0 || ret == -EIO)
 			list_add(&z->node, &rs->zsends);
-		/* a failed post fenced the connection: z is the fence's */
-		z->orphan = ret == -EIO;
-		if (ret <= 0 && ret != -EIO)
+		else
 			rs_pin_unmap(&z->pin, rs->dev);
 		spin_unlock_bh(&rs->lock);
 	}
@@ -332,8 +355,9 @@ static int rs_zsend_post(struct rs_sock *rs, struct rs_zsend *z,
 static long rs_dsend_zcopy(struct rs_sock *rs, struct msghdr *msg, u32 n,
 			   const struct rs_advert *snap)
 {
+	bool orphan = false;
 	struct rs_zsend *z;
-	int ret;
+	int ret, err;
 
 	z = kzalloc(sizeof(*z), GFP_KERNEL);
 	if (!z)
@@ -344,18 +368,18 @@ static long rs_dsend_zcopy(struct rs_sock *rs, struct msghdr *msg, u32 n,
 		return ret == -EOPNOTSUPP ? -EFAULT : ret;
 	}
 	ret = rs_zsend_post(rs, z, snap);
-	if (ret > 0) {
-		int err = rs_zsend_wait(rs, z);
-
-		if (err == -EINTR || err == -ETIMEDOUT)
-			return err;	/* z is the fence's now */
+	if (ret == -EIO) {
+		/* part of the chain may run: the pages wait for the fence */
+		orphan = rs_zsend_give_up(rs, z, ECONNRESET);
+	} else if (ret > 0) {
+		err = rs_zsend_wait(rs, z, &orphan);
 		if (!err)
 			iov_iter_advance(&msg->msg_iter, ret);
 		else
 			ret = err;
-	} else if (ret == -EIO) {
-		return ret;
 	}
+	if (orphan)
+		return ret;
 	rs_pin_release(&z->pin);
 	kfree(z);
 	return ret;

@@ -291,6 +291,26 @@ void rs_transport_destroy(struct rs_sock *rs, struct rdma_cm_id *id)
 	rs->transport = false;
 }
 
+/*
+ * The fence, for a caller that gives up on work requests naming its own
+ * memory (a wait timed out, it was killed, or a post failed part-way):
+ * abort the connection, so that the teardown drains the QP, and wait for
+ * the drain, so that neither our HCA nor the peer can touch the memory
+ * once the caller returns. The wait is killable and bounded by
+ * RS_DRAIN_TIMEOUT; a caller that is being killed does not wait, and its
+ * pages stay pinned until the teardown releases them. Returns true once
+ * the QP is drained. Called under lock_sock(), without rs->lock.
+ */
+bool rs_fence(struct rs_sock *rs, int err)
+{
+	spin_lock_bh(&rs->lock);
+	rs_abort_locked(rs, err);
+	spin_unlock_bh(&rs->lock);
+	if (!READ_ONCE(rs->drained) && !fatal_signal_pending(current))
+		rs_dwait(rs, READ_ONCE(rs->drained), RS_DRAIN_TIMEOUT);
+	return READ_ONCE(rs->drained);
+}
+
 void rs_transport_free_rings(struct rs_sock *rs)
 {
 	rs_ring_free(&rs->rx);

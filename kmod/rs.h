@@ -39,6 +39,9 @@
 #define RS_MAX_SGE		16	/* gather entries per direct WRITE */
 #define RS_DIRECT_PAGES		512	/* largest advertised buffer, pages */
 #define RS_CANCEL_TIMEOUT	(10 * HZ)	/* peer silent on a CANCEL */
+#define RS_DIRECT_TIMEOUT	(10 * HZ)	/* a direct transfer's WRs pending */
+#define RS_INV_TIMEOUT		(2 * HZ)	/* LOCAL_INV pending */
+#define RS_DRAIN_TIMEOUT	(5 * HZ)	/* a fenced caller's wait */
 #define RS_DSMALL_MAX		4	/* small direct receives before backing off */
 #define RS_INV_KICK		(HZ / 10)	/* LOCAL_INV late: kick the QP */
 
@@ -115,6 +118,7 @@ struct rs_send {
 struct rs_pin {
 	struct page **pages;
 	unsigned int npages;
+	struct mm_struct *mm;	/* charged: npages in its pinned_vm */
 	u32 len;
 	struct sg_table sgt;
 	int nents;		/* DMA-mapped entries; 0 while unmapped */
@@ -130,13 +134,20 @@ struct rs_dslot {
 	struct rs_wait inv;	/* local invalidation */
 	bool busy;		/* a receive owns it */
 	bool registered;	/* the MR is valid: the peer may write */
+	bool orphan;		/* its receive gave up: the fence releases it */
 };
 
-/* A zero-copy send in flight, on its sender's stack. */
+/*
+ * A zero-copy send in flight. Its sender frees it once the work requests
+ * are done; a sender that gives up (timeout, fatal signal, failed post)
+ * leaves it to the fence: rs_transport_destroy() frees orphans after the
+ * drain.
+ */
 struct rs_zsend {
 	struct list_head node;	/* rs_sock.zsends */
 	struct rs_pin pin;
 	struct rs_wait wait;
+	bool orphan;
 };
 
 struct rs_recv {
@@ -190,7 +201,11 @@ struct rs_sock {
 	struct ib_qp *qp;
 	u32 max_inline;
 	u32 max_sge;			/* per direct WRITE */
+	u32 dsend_wrs;			/* WRs one direct transfer may need */
+	u32 dsend_pages;		/* ...and the pages it may gather */
 	u32 dmax;			/* largest ADVERT, bytes */
+	u32 dslots_mr;			/* ADVERT slots with an MR (lazy) */
+	struct mutex mr_lock;		/* creating vs freeing slot MRs */
 	struct rs_ring rx;		/* the peer writes here */
 	struct rs_ring tx;		/* we copy here and write from here */
 	struct rs_send *sends;		/* RS_SQ_DEPTH slots */
@@ -267,14 +282,16 @@ static inline int rs_may_wait(long timeo)
 }
 
 /*
- * Sleep, whatever signals come, until cond or tmo jiffies; lock_sock() is
- * dropped meanwhile. For waits that must not end early: the HCA still
- * uses the caller's pages. Returns what wait_event_timeout() does.
+ * Sleep until cond, at most tmo jiffies, with lock_sock() dropped; only a
+ * fatal signal cuts it short. For waits on the HCA, which still uses the
+ * caller's pages: a caller that stops waiting before cond must fence the
+ * connection and leave its pages to the fence. Returns what
+ * wait_event_killable_timeout() does: > 0 cond, 0 timeout, < 0 killed.
  */
 #define rs_dwait(rs, cond, tmo) ({					\
 	long __left;							\
 	release_sock(&(rs)->sk);					\
-	__left = wait_event_timeout((rs)->dwait, cond, tmo);		\
+	__left = wait_event_killable_timeout((rs)->dwait, cond, tmo);	\
 	lock_sock(&(rs)->sk);						\
 	__left; })
 
@@ -285,6 +302,15 @@ extern int rs_family;
 extern unsigned int rs_keepalive_secs;
 extern int rs_default_policy;
 extern unsigned int rs_default_threshold;
+extern unsigned int rs_max_send_sge;
+extern int rs_inject_post;
+
+/* Work request chains, named for fault injection (rs_inject_post). */
+enum rs_chain {
+	RS_CHAIN_ADVERT = 1,	/* REG_MR, ADVERT */
+	RS_CHAIN_ZCOPY = 2,	/* WRITE..., DIRECT */
+	RS_CHAIN_INLINE = 3,	/* inline WRITE, DIRECT */
+};
 
 /* Data may flow: established, or the peer has closed its side only. */
 static inline bool rs_state_open(int state)
@@ -309,6 +335,7 @@ int rs_transport_create(struct rs_sock *rs, struct rdma_cm_id *id);
 void rs_transport_destroy(struct rs_sock *rs, struct rdma_cm_id *id);
 void rs_transport_free_rings(struct rs_sock *rs);
 int rs_post_regs(struct rs_sock *rs);
+bool rs_fence(struct rs_sock *rs, int err);
 
 /* rs_ring.c */
 int rs_ring_alloc(struct rs_ring *r, u32 size);
@@ -338,7 +365,7 @@ int rs_wait_connect(struct rs_sock *rs, long *timeo);
 int rs_post_slot(struct rs_sock *rs, struct ib_send_wr *wr, bool signal,
 		 bool fin);
 int rs_post_chain(struct rs_sock *rs, struct ib_send_wr *first,
-		  struct rs_wait *wait);
+		  struct rs_wait *wait, enum rs_chain kind);
 bool rs_send_blocked(struct rs_sock *rs);
 
 /* rs_ctrl.c */
@@ -382,15 +409,17 @@ bool rs_drecv_wanted(struct rs_sock *rs, struct msghdr *msg, u32 len,
 __poll_t rs_drecv_on_direct(struct rs_sock *rs, const struct rs_ctl *m,
 			    const struct ib_wc *wc);
 void rs_dslots_unmap_locked(struct rs_sock *rs);
-int rs_dslots_alloc(struct rs_sock *rs);
+void rs_dslots_init(struct rs_sock *rs);
 void rs_dslots_free(struct rs_sock *rs);
+void rs_dslots_release_orphans(struct rs_sock *rs);
 void rs_drecv_learn(struct rs_sock *rs, u32 got, bool direct);
 
 /* rs_dsend.c */
 long rs_dsend(struct rs_sock *rs, struct msghdr *msg, u32 len, long *timeo);
 bool rs_dsend_ready(struct rs_sock *rs);
 bool rs_dsend_on_advert(struct rs_sock *rs, const struct rs_ctl *m);
-void rs_zsends_unmap_locked(struct rs_sock *rs);
+void rs_zsends_unmap_locked(struct rs_sock *rs, struct list_head *orphans);
+void rs_zsends_free(struct rs_sock *rs, struct list_head *orphans);
 int rs_policy(const struct rs_sock *rs);
 u32 rs_threshold(const struct rs_sock *rs);
 

@@ -160,7 +160,8 @@ u64 rs_drx_estimate(const struct rs_drx *r)
 	return est;
 }
 
-static int rs_drx_free_slot(const struct rs_drx *r)
+/* The slot the next ADVERT takes (the lowest free one), or -1. */
+int rs_drx_free_slot(const struct rs_drx *r)
 {
 	int i;
 

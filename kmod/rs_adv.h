@@ -119,6 +119,7 @@ void rs_dtx_on_cancel(struct rs_dtx *t);
 void rs_drx_init(struct rs_drx *r);
 u64 rs_drx_estimate(const struct rs_drx *r);
 bool rs_drx_may_advert(const struct rs_drx *r, u32 ring_avail);
+int rs_drx_free_slot(const struct rs_drx *r);
 int rs_drx_advert(struct rs_drx *r, u32 len, u32 flags, struct rs_advert *a);
 u32 rs_drx_on_indirect(struct rs_drx *r, u32 n);
 int rs_drx_on_direct(struct rs_drx *r, u32 id, u32 n, u32 flags);

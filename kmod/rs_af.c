@@ -62,6 +62,7 @@ struct sock *rs_sock_alloc(struct net *net, struct socket *sock, int kern,
 	rs = rs_sk(sk);
 	spin_lock_init(&rs->lock);
 	init_waitqueue_head(&rs->dwait);
+	mutex_init(&rs->mr_lock);
 	INIT_LIST_HEAD(&rs->zsends);
 	rs->policy = READ_ONCE(rs_default_policy);
 	if (rs->policy < 0 || rs->policy > RDMASTREAM_POLICY_INDIRECT_ONLY)

@@ -55,11 +55,27 @@ static bool rs_pdata_ok(const void *data, u8 len)
 /*
  * Transport retries: 6, because 7 means "retry forever" to some HCAs (rxe
  * among them) and a dead peer must surface as an error; with the ack
- * timeout below (4.096 us << 18, about 1 s) that takes about 7 s. Receiver
- * not ready never happens by design (credits), 7 keeps it harmless.
+ * timeout below (4.096 us << 18, about 1 s) that takes about 7 s.
+ * Receiver-not-ready retries: 6 as well. An honest peer never sends RNR
+ * (credits), and 7 would again mean forever: a peer that stops posting
+ * receives could hold our sends, and the user pages a zero-copy send has
+ * pinned, for ever. With 6, the QP fails after at most 7 RNR waits of the
+ * peer's choosing (at most 655 ms each by the IB spec).
  */
 #define RS_RETRY_COUNT	6
+#define RS_RNR_RETRY	6
 #define RS_ACK_TIMEOUT	18
+
+/*
+ * The IB CM lets the peer choose our retry counts: the passive side's QP
+ * takes both counts from the REQ, the active side's RNR count comes from
+ * the REP. A peer asking for 7 ("forever") could stall our sends, and
+ * pin user pages, for ever: refuse it (our own ends always ask for 6).
+ */
+static bool rs_retries_ok(const struct rdma_conn_param *cp, bool req)
+{
+	return cp->rnr_retry_count < 7 && (!req || cp->retry_count < 7);
+}
 
 static void rs_conn_param(struct rdma_conn_param *cp, struct rs_cm_pdata *p,
 			  struct rdma_cm_id *id)
@@ -68,7 +84,7 @@ static void rs_conn_param(struct rdma_conn_param *cp, struct rs_cm_pdata *p,
 	cp->private_data = p;
 	cp->private_data_len = sizeof(*p);
 	cp->retry_count = RS_RETRY_COUNT;
-	cp->rnr_retry_count = 7;
+	cp->rnr_retry_count = RS_RNR_RETRY;
 	rdma_set_ack_timeout(id, RS_ACK_TIMEOUT);
 }
 
@@ -176,8 +192,9 @@ static void rs_established(struct rs_sock *rs, struct rdma_cm_id *id,
 	struct sock *sk = &rs->sk;
 	int err;
 
-	if (!rs->parent && !rs_pdata_ok(ev->param.conn.private_data,
-					ev->param.conn.private_data_len)) {
+	if (!rs->parent && (!rs_pdata_ok(ev->param.conn.private_data,
+					 ev->param.conn.private_data_len) ||
+			    !rs_retries_ok(&ev->param.conn, false))) {
 		rs_conn_fail(rs, EPROTO);
 		return;
 	}
@@ -247,7 +264,8 @@ static int rs_conn_request(struct rs_sock *lrs, struct rdma_cm_id *id,
 	int ret;
 
 	if (!rs_pdata_ok(ev->param.conn.private_data,
-			 ev->param.conn.private_data_len))
+			 ev->param.conn.private_data_len) ||
+	    !rs_retries_ok(&ev->param.conn, true))
 		return -EPROTO;
 	lock_sock(lsk);
 	if (lsk->sk_state != TCP_LISTEN ||

@@ -38,40 +38,95 @@ static void rs_dslot_inv_done(struct ib_cq *cq, struct ib_wc *wc)
 	wake_up_all(&rs->dwait);
 }
 
-int rs_dslots_alloc(struct rs_sock *rs)
+/*
+ * Direct receives on this connection: at most dmax bytes per ADVERT. The
+ * slots' MRs are made when first needed (rs_dslot_mr_prepare), so a
+ * connection that never advertises never holds one.
+ */
+void rs_dslots_init(struct rs_sock *rs)
 {
 	u32 pages = min_t(u32, rs->dev->attrs.max_fast_reg_page_list_len,
 			  RS_DIRECT_PAGES);
 	int i;
 
+	rs->dmax = 0;
 	if (pages < 2)
-		return 0;	/* no direct receives on this device */
+		return;	/* no direct receives on this device */
 	for (i = 0; i < RS_ADV_SLOTS; i++) {
-		struct rs_dslot *d = &rs->dslot[i];
-		struct ib_mr *mr = ib_alloc_mr(rs->pd, IB_MR_TYPE_MEM_REG,
-					       pages);
-
-		if (IS_ERR(mr))
-			return PTR_ERR(mr);
-		d->mr = mr;
-		d->rs = rs;
-		d->inv_cqe.done = rs_dslot_inv_done;
+		rs->dslot[i].rs = rs;
+		rs->dslot[i].inv_cqe.done = rs_dslot_inv_done;
 	}
 	/* an unaligned buffer touches one page more than its length */
 	rs->dmax = (pages - 1) << PAGE_SHIFT;
-	return 0;
 }
 
+/*
+ * Give the slot the next ADVERT takes an MR, unless it has one. Process
+ * context, under lock_sock(); rs->mr_lock keeps the teardown from freeing
+ * the PD meanwhile. Failing only means this receive goes indirect.
+ */
+static void rs_dslot_mr_prepare(struct rs_sock *rs)
+{
+	struct ib_mr *mr;
+	int slot;
+
+	spin_lock_bh(&rs->lock);
+	slot = rs_drx_free_slot(&rs->drx);
+	if (slot >= 0 && (rs->dslot[slot].mr || rs->dead || !rs->transport))
+		slot = -1;
+	spin_unlock_bh(&rs->lock);
+	if (slot < 0)
+		return;
+	mutex_lock(&rs->mr_lock);
+	if (!rs->dslot[slot].mr && rs->transport && !READ_ONCE(rs->dead)) {
+		mr = ib_alloc_mr(rs->pd, IB_MR_TYPE_MEM_REG,
+				 (rs->dmax >> PAGE_SHIFT) + 1);
+		if (!IS_ERR(mr)) {
+			spin_lock_bh(&rs->lock);
+			rs->dslot[slot].mr = mr;
+			rs->dslots_mr++;
+			spin_unlock_bh(&rs->lock);
+		}
+	}
+	mutex_unlock(&rs->mr_lock);
+}
+
+/* Transport teardown, after the drain: the slots' MRs go (rs->mr_lock). */
 void rs_dslots_free(struct rs_sock *rs)
 {
 	int i;
 
+	mutex_lock(&rs->mr_lock);
 	for (i = 0; i < RS_ADV_SLOTS; i++) {
 		if (rs->dslot[i].mr)
 			ib_dereg_mr(rs->dslot[i].mr);
 		rs->dslot[i].mr = NULL;
 	}
+	rs->dslots_mr = 0;
 	rs->dmax = 0;
+	mutex_unlock(&rs->mr_lock);
+}
+
+/*
+ * After the drain: release the buffers of receives that gave up before
+ * the peer had lost access to them (the fence was their way out).
+ */
+void rs_dslots_release_orphans(struct rs_sock *rs)
+{
+	int i;
+
+	for (i = 0; i < RS_ADV_SLOTS; i++) {
+		struct rs_dslot *d = &rs->dslot[i];
+
+		if (!d->orphan)
+			continue;
+		trace_rdmastream_pin_release(&rs->sk, d->pin.npages, true,
+					     true, false);
+		rs_pin_release(&d->pin);
+		memset(&d->pin, 0, sizeof(d->pin));
+		d->orphan = false;
+		d->busy = false;
+	}
 }
 
 /* The QP is drained: nobody can reach the buffers; let the HCA go. */
@@ -170,47 +225,48 @@ static int rs_drecv_post_slot(struct rs_sock *rs, struct rs_dslot *d,
 	rs_advert_fill(s->msg, a, d->mr);
 	rs_ctl_sge(rs, s, &sge, &send);
 	send.opcode = IB_WR_SEND;
-	if (rs_post_chain(rs, &reg.wr, NULL)) {
-		rs->flow.owed += credits;
-		rs_abort_locked(rs, ECONNRESET);
-		return -EIO;
-	}
+	if (rs_post_chain(rs, &reg.wr, NULL, RS_CHAIN_ADVERT))
+		return -EIO;	/* fenced; the REG_MR may have gone out */
 	rs_flow_msg_sent(&rs->flow);
 	rs_flow_window_sent(&rs->flow);
 	rs->stats.ctrl_sent++;
 	return 0;
 }
 
-/* Advertise the pinned buffer; returns the slot, or -1 if not now. */
+/*
+ * Advertise the pinned buffer; returns the slot, or -EAGAIN if not now
+ * (the pin is still the caller's). The pin is the slot's once a slot is
+ * returned; *fenced says that a failed post fenced the connection (the
+ * REG_MR may have gone out: the slot must go through the fence).
+ */
 static int rs_drecv_post_locked(struct rs_sock *rs, struct rs_pin *pin,
-				u32 flags)
+				u32 flags, bool *fenced)
 {
 	struct rs_advert a;
 	struct rs_dslot *d;
 	int slot;
 
+	*fenced = false;
 	if (!rs_drecv_room_locked(rs))
-		return -1;
-	slot = rs_drx_advert(&rs->drx, pin->len, flags, &a);
-	if (slot < 0)
-		return -1;
+		return -EAGAIN;
+	slot = rs_drx_free_slot(&rs->drx);
+	if (slot < 0 || !rs->dslot[slot].mr)
+		return -EAGAIN;
 	d = &rs->dslot[slot];
 	if (rs_pin_map(pin, rs->dev))
-		goto release;
-	d->pin = *pin;
-	if (rs_drecv_post_slot(rs, d, &a)) {
-		*pin = d->pin;
+		return -EAGAIN;
+	slot = rs_drx_advert(&rs->drx, pin->len, flags, &a);
+	if (WARN_ON_ONCE(slot < 0 || d != &rs->dslot[slot])) {
 		rs_pin_unmap(pin, rs->dev);
-		memset(&d->pin, 0, sizeof(d->pin));
-		goto release;
+		return -EAGAIN;
 	}
+	d->pin = *pin;
 	d->busy = true;
-	d->registered = true;
 	d->inv.done = false;
+	/* until a drain or an invalidation, the peer may write */
+	d->registered = true;
+	*fenced = rs_drecv_post_slot(rs, d, &a) != 0;
 	return slot;
-release:
-	rs_drx_release(&rs->drx, slot);
-	return -1;
 }
 
 static bool rs_drecv_stop(struct rs_sock *rs, int slot)
@@ -249,11 +305,14 @@ static bool rs_dslot_quiet(struct rs_sock *rs, int slot)
 /*
  * The receiver stops waiting while its ADVERT may still be written: ask
  * the sender to drop it and wait for the answer, which the QP orders
- * after any DIRECT for it. A peer that stays silent is reset; the drain
- * that follows ends the wait too.
+ * after any DIRECT for it. Returns 0 once the ADVERT is settled (or the QP
+ * drained); -ETIMEDOUT if the peer stays silent for RS_CANCEL_TIMEOUT,
+ * -EINTR on a fatal signal: the caller must then fence.
  */
-static void rs_drecv_settle(struct rs_sock *rs, int slot)
+static int rs_drecv_settle(struct rs_sock *rs, int slot)
 {
+	long left;
+
 	spin_lock_bh(&rs->lock);
 	if (rs->drx.adv[slot].state == RS_RADV_LIVE && !rs->dead &&
 	    rs_drx_cancel(&rs->drx)) {
@@ -261,13 +320,12 @@ static void rs_drecv_settle(struct rs_sock *rs, int slot)
 		rs_push_locked(rs);
 	}
 	spin_unlock_bh(&rs->lock);
-	while (!rs_dslot_quiet(rs, slot)) {
-		if (rs_dwait(rs, rs_dslot_quiet(rs, slot), RS_CANCEL_TIMEOUT))
-			break;
-		spin_lock_bh(&rs->lock);
-		rs_abort_locked(rs, ETIMEDOUT);
-		spin_unlock_bh(&rs->lock);
-	}
+	if (rs_dslot_quiet(rs, slot))
+		return 0;
+	left = rs_dwait(rs, rs_dslot_quiet(rs, slot), RS_CANCEL_TIMEOUT);
+	if (left > 0)
+		return 0;
+	return left < 0 ? -EINTR : -ETIMEDOUT;
 }
 
 static bool rs_dslot_inv_quiet(struct rs_sock *rs, struct rs_dslot *d)
@@ -275,11 +333,18 @@ static bool rs_dslot_inv_quiet(struct rs_sock *rs, struct rs_dslot *d)
 	return READ_ONCE(d->inv.done) || READ_ONCE(rs->drained);
 }
 
-/* Take the peer's access away unless its DIRECT already did. */
-static void rs_drecv_invalidate(struct rs_sock *rs, struct rs_dslot *d)
+/*
+ * Take the peer's access away unless its DIRECT already did. The
+ * LOCAL_INV normally completes at once; rxe may need a kick (see
+ * rs_kick_locked). Bounded by RS_INV_TIMEOUT and a fatal signal, with
+ * the same errors as rs_drecv_settle().
+ */
+static int rs_drecv_invalidate(struct rs_sock *rs, struct rs_dslot *d)
 {
+	unsigned long deadline = jiffies + RS_INV_TIMEOUT;
 	struct ib_send_wr wr = {};
 	bool wait = false;
+	long left;
 
 	spin_lock_bh(&rs->lock);
 	if (d->registered && !rs->dead) {
@@ -295,7 +360,14 @@ static void rs_drecv_invalidate(struct rs_sock *rs, struct rs_dslot *d)
 	}
 	wait = d->registered;
 	spin_unlock_bh(&rs->lock);
-	while (wait && !rs_dwait(rs, rs_dslot_inv_quiet(rs, d), RS_INV_KICK)) {
+	while (wait && !rs_dslot_inv_quiet(rs, d)) {
+		left = rs_dwait(rs, rs_dslot_inv_quiet(rs, d), RS_INV_KICK);
+		if (left < 0)
+			return -EINTR;
+		if (left > 0)
+			break;
+		if (time_after(jiffies, deadline))
+			return -ETIMEDOUT;
 		spin_lock_bh(&rs->lock);
 		rs_kick_locked(rs);
 		spin_unlock_bh(&rs->lock);
@@ -304,18 +376,44 @@ static void rs_drecv_invalidate(struct rs_sock *rs, struct rs_dslot *d)
 	if (d->inv.done && d->inv.status == IB_WC_SUCCESS)
 		d->registered = false;
 	spin_unlock_bh(&rs->lock);
+	return 0;
 }
 
-/* Give the slot back; returns the bytes that landed in the buffer. */
-static u32 rs_drecv_finish(struct rs_sock *rs, int slot)
+/*
+ * The caller stops waiting while the peer may still reach the buffer:
+ * fence, and leave the slot to the fence unless the drain came. Returns
+ * true if the slot is orphaned.
+ */
+static bool rs_drecv_give_up(struct rs_sock *rs, int slot, int fence)
 {
 	struct rs_dslot *d = &rs->dslot[slot];
+
+	if (rs_fence(rs, fence == -ETIMEDOUT ? ETIMEDOUT : ECONNRESET))
+		return false;
+	spin_lock_bh(&rs->lock);
+	d->orphan = !rs->drained;
+	spin_unlock_bh(&rs->lock);
+	return d->orphan;
+}
+
+/*
+ * Give the slot back; returns the bytes that landed in the buffer. With
+ * fence set (the caller stopped waiting while the peer may still reach
+ * the buffer) the connection is fenced first; if the drain does not come
+ * (the caller is being killed) the buffer is left to the fence and fence
+ * is returned.
+ */
+static int rs_drecv_finish(struct rs_sock *rs, int slot, int fence)
+{
+	struct rs_dslot *d = &rs->dslot[slot];
+	bool was_full = true, fenced, drained, done;
 	struct rs_pin pin;
-	bool was_full = true;
 	u32 n;
 	int i;
 
-	rs_drecv_invalidate(rs, d);
+	if (fence && !READ_ONCE(rs->drained) &&
+	    rs_drecv_give_up(rs, slot, fence))
+		return fence;
 	spin_lock_bh(&rs->lock);
 	rs_pin_unmap(&d->pin, rs->dev);
 	pin = d->pin;
@@ -324,13 +422,19 @@ static u32 rs_drecv_finish(struct rs_sock *rs, int slot)
 	for (i = 0; i < RS_ADV_SLOTS; i++)
 		was_full &= rs->dslot[i].busy;
 	d->busy = false;
+	d->orphan = false;
+	fenced = rs->dead;
+	drained = rs->drained;
+	done = !d->registered;
 	rs_drx_release(&rs->drx, slot);
 	spin_unlock_bh(&rs->lock);
+	trace_rdmastream_pin_release(&rs->sk, pin.npages, fenced, drained,
+				     done);
 	rs_pin_release(&pin);
 	/* a receive that found every slot taken may advertise now */
 	if (was_full)
 		wake_up_interruptible_all(sk_sleep(&rs->sk));
-	return n;
+	return fence ? fence : n;
 }
 
 /*
@@ -343,9 +447,12 @@ int rs_drecv(struct rs_sock *rs, struct msghdr *msg, u32 len, int flags,
 {
 	u32 adv_flags = flags & MSG_WAITALL ? RS_ADV_F_WAITALL : 0;
 	struct rs_pin pin;
-	int slot, err, got;
+	int slot, err, got, fence;
+	bool fenced;
 	u32 n;
 
+	rs_dslot_mr_prepare(rs);
+	/* over RLIMIT_MEMLOCK (-ENOBUFS) too: the ring takes the bytes */
 	got = rs_pin_user(&pin, &msg->msg_iter, min(len, rs->dmax), true);
 	if (got <= 0)
 		return -EOPNOTSUPP;
@@ -355,15 +462,25 @@ int rs_drecv(struct rs_sock *rs, struct msghdr *msg, u32 len, int flags,
 		return -EOPNOTSUPP;
 	}
 	spin_lock_bh(&rs->lock);
-	slot = rs_drecv_post_locked(rs, &pin, adv_flags);
+	slot = rs_drecv_post_locked(rs, &pin, adv_flags, &fenced);
 	spin_unlock_bh(&rs->lock);
+	if (fenced) {
+		/* the REG_MR may have gone out: the pages wait for the fence */
+		got = rs_drecv_finish(rs, slot, -EIO);
+		return got == -EINTR ? got : sock_error(&rs->sk) ? : -EPIPE;
+	}
 	if (slot < 0) {
 		rs_pin_release(&pin);
 		return -EOPNOTSUPP;
 	}
 	err = rs_drecv_wait(rs, slot, timeo);
-	rs_drecv_settle(rs, slot);
-	n = rs_drecv_finish(rs, slot);
+	fence = rs_drecv_settle(rs, slot);
+	if (!fence)
+		fence = rs_drecv_invalidate(rs, &rs->dslot[slot]);
+	got = rs_drecv_finish(rs, slot, fence);
+	if (got < 0)
+		return got == -EINTR ? got : sock_error(&rs->sk) ? : got;
+	n = got;
 	if (!err)
 		rs_drecv_learn(rs, n, true);
 	if (n) {

@@ -19,9 +19,6 @@
 #include "rs.h"
 #include "../uapi/linux/rdmastream.h"
 
-/* Work requests a direct transfer may need: WRITEs plus the DIRECT. */
-#define RS_DSEND_WRS	(DIV_ROUND_UP(RS_DIRECT_PAGES, RS_MAX_SGE) + 1)
-
 int rs_policy(const struct rs_sock *rs)
 {
 	return READ_ONCE(rs->policy);
@@ -52,13 +49,50 @@ bool rs_dsend_on_advert(struct rs_sock *rs, const struct rs_ctl *m)
 	return rs_dtx_on_advert(&rs->dtx, &a);
 }
 
-/* The QP is drained: release the HCA's view of in-flight send pages. */
-void rs_zsends_unmap_locked(struct rs_sock *rs)
+/*
+ * The QP is drained: release the HCA's view of in-flight send pages, and
+ * take the sends whose senders gave up (they are freed by the caller,
+ * outside rs->lock, with rs_zsends_free()).
+ */
+void rs_zsends_unmap_locked(struct rs_sock *rs, struct list_head *orphans)
 {
-	struct rs_zsend *z;
+	struct rs_zsend *z, *tmp;
 
-	list_for_each_entry(z, &rs->zsends, node)
+	list_for_each_entry_safe(z, tmp, &rs->zsends, node) {
 		rs_pin_unmap(&z->pin, rs->dev);
+		if (z->orphan)
+			list_move(&z->node, orphans);
+	}
+}
+
+static void rs_zsend_free(struct rs_sock *rs, struct rs_zsend *z,
+			  bool fenced, bool drained)
+{
+	trace_rdmastream_pin_release(&rs->sk, z->pin.npages, fenced, drained,
+				     z->wait.done);
+	rs_pin_release(&z->pin);
+	kfree(z);
+}
+
+/* Free the orphans rs_zsends_unmap_locked() took, after the drain. */
+void rs_zsends_free(struct rs_sock *rs, struct list_head *orphans)
+{
+	struct rs_zsend *z, *tmp;
+
+	list_for_each_entry_safe(z, tmp, orphans, node) {
+		list_del(&z->node);
+		rs_zsend_free(rs, z, true, true);
+	}
+}
+
+/*
+ * Bytes one direct transfer may cover: its WRITEs plus the DIRECT must fit
+ * the rs->dsend_wrs send slots that rs_dsend_pick_locked() asks for, at
+ * max_sge pages per WRITE (an unaligned range touches one page more).
+ */
+static u32 rs_dsend_max(const struct rs_sock *rs)
+{
+	return (rs->dsend_pages - 1) << PAGE_SHIFT;
 }
 
 /*
@@ -78,7 +112,7 @@ static int rs_dsend_pick_locked(struct rs_sock *rs, struct rs_advert *snap)
 	a = rs_dtx_pick(&rs->dtx);
 	if (!a)
 		return 0;
-	if (rs_sq_free(rs) < RS_DSEND_WRS ||
+	if (rs_sq_free(rs) < rs->dsend_wrs ||
 	    !rs_flow_may_send(&rs->flow, returns))
 		return -EAGAIN;
 	*snap = *a;
@@ -184,6 +218,11 @@ static int rs_dsend_post_locked(struct rs_sock *rs,
 		if (rs_pin_map(&src->z->pin, rs->dev))
 			return -EAGAIN;
 		nwr = rs_dsend_writes(rs, &src->z->pin, wr, src->sge, snap);
+		if (WARN_ON_ONCE(nwr + 1 > rs->dsend_wrs)) {
+			rs_pin_unmap(&src->z->pin, rs->dev);
+			rs_abort_locked(rs, EPROTO);
+			return -EAGAIN;
+		}
 	} else {
 		isge.addr = (uintptr_t)src->buf;
 		isge.length = src->len;
@@ -200,10 +239,9 @@ static int rs_dsend_post_locked(struct rs_sock *rs,
 	       snap->filled + src->len == snap->len;
 	rs_dsend_msg(rs, &rs->sends[(rs->sq_posted + nwr) % RS_SQ_DEPTH],
 		     &msg, &msge, snap, src->len, done);
-	if (rs_post_chain(rs, &wr[0].wr, src->z ? &src->z->wait : NULL)) {
-		rs_abort_locked(rs, ECONNRESET);
-		return -EIO;
-	}
+	if (rs_post_chain(rs, &wr[0].wr, src->z ? &src->z->wait : NULL,
+			  src->z ? RS_CHAIN_ZCOPY : RS_CHAIN_INLINE))
+		return -EIO;	/* fenced: the chain's pages are the fence's */
 	rs_flow_msg_sent(&rs->flow);
 	rs_flow_window_sent(&rs->flow);
 	rs->stats.ctrl_sent++;
@@ -233,48 +271,117 @@ static long rs_dsend_inline(struct rs_sock *rs, struct msghdr *msg, u32 n,
 	return ret;
 }
 
-static long rs_dsend_zcopy(struct rs_sock *rs, struct msghdr *msg, u32 n,
-			   const struct rs_advert *snap)
+/*
+ * z's work requests are over, or the QP is drained: the pages are the
+ * caller's again. Returns 0 if the transfer succeeded, else -EPIPE.
+ */
+static int rs_zsend_end(struct rs_sock *rs, struct rs_zsend *z)
 {
-	struct rs_zsend z = {};
-	struct rs_dsrc src = { .z = &z };
-	unsigned int nents;
-	int ret;
+	bool fenced, drained;
 
-	ret = rs_pin_user(&z.pin, &msg->msg_iter, n, false);
-	if (ret < 0)
-		return ret == -EOPNOTSUPP ? -EFAULT : ret;
-	src.len = z.pin.len;
-	nents = z.pin.sgt.orig_nents;
+	spin_lock_bh(&rs->lock);
+	list_del(&z->node);
+	rs_pin_unmap(&z->pin, rs->dev);
+	fenced = rs->dead;
+	drained = rs->drained;
+	spin_unlock_bh(&rs->lock);
+	trace_rdmastream_pin_release(&rs->sk, z->pin.npages, fenced, drained,
+				     z->wait.done);
+	return z->wait.done && z->wait.status == IB_WC_SUCCESS ? 0 : -EPIPE;
+}
+
+/* Give up on z: fence; z stays the fence's unless the drain came. */
+static bool rs_zsend_give_up(struct rs_sock *rs, struct rs_zsend *z, int err)
+{
+	if (rs_fence(rs, err)) {
+		rs_zsend_end(rs, z);
+		return false;
+	}
+	spin_lock_bh(&rs->lock);
+	z->orphan = !rs->drained;
+	spin_unlock_bh(&rs->lock);
+	if (!z->orphan)
+		rs_zsend_end(rs, z);
+	return z->orphan;
+}
+
+/*
+ * Wait until the HCA is done with z's pages: bounded by RS_DIRECT_TIMEOUT
+ * (normally microseconds; a peer that stops acknowledging or posting
+ * receives makes the QP fail well before), and cut short only by a fatal
+ * signal. A sender that stops waiting fences the connection (design.md,
+ * "The fence"). Returns 0 or -EPIPE when z is the caller's again, else
+ * -ETIMEDOUT or -EINTR (z may then be the fence's: *orphan).
+ */
+static int rs_zsend_wait(struct rs_sock *rs, struct rs_zsend *z,
+			 bool *orphan)
+{
+	long left = rs_dwait(rs, READ_ONCE(z->wait.done) ||
+			     READ_ONCE(rs->drained), RS_DIRECT_TIMEOUT);
+
+	*orphan = false;
+	if (left > 0)
+		return rs_zsend_end(rs, z);
+	*orphan = rs_zsend_give_up(rs, z, left < 0 ? ECONNRESET : ETIMEDOUT);
+	return left < 0 ? -EINTR : -ETIMEDOUT;
+}
+
+/* Post z's pages into the ADVERT; > 0 bytes posted, else as post_locked. */
+static int rs_zsend_post(struct rs_sock *rs, struct rs_zsend *z,
+			 const struct rs_advert *snap)
+{
+	unsigned int nents = z->pin.sgt.orig_nents;
+	struct rs_dsrc src = { .z = z, .len = z->pin.len };
+	int ret = -ENOMEM;
+
 	src.wr = kcalloc(DIV_ROUND_UP(nents, rs->max_sge), sizeof(*src.wr),
 			 GFP_KERNEL);
 	src.sge = kcalloc(nents, sizeof(*src.sge), GFP_KERNEL);
-	ret = -ENOMEM;
-	if (!src.wr || !src.sge)
-		goto out;
-	spin_lock_bh(&rs->lock);
-	ret = rs_dsend_post_locked(rs, snap, &src);
-	if (ret > 0)
-		list_add(&z.node, &rs->zsends);
-	else
-		rs_pin_unmap(&z.pin, rs->dev);
-	spin_unlock_bh(&rs->lock);
-	if (ret <= 0)
-		goto out;
-	/* the pages are the HCA's until the DIRECT completes or flushes */
-	rs_dwait(rs, READ_ONCE(z.wait.done), MAX_SCHEDULE_TIMEOUT);
-	spin_lock_bh(&rs->lock);
-	list_del(&z.node);
-	rs_pin_unmap(&z.pin, rs->dev);
-	spin_unlock_bh(&rs->lock);
-	if (z.wait.status == IB_WC_SUCCESS)
-		iov_iter_advance(&msg->msg_iter, ret);
-	else
-		ret = -EPIPE;
-out:
-	rs_pin_release(&z.pin);
+	if (src.wr && src.sge) {
+		spin_lock_bh(&rs->lock);
+		ret = rs_dsend_post_locked(rs, snap, &src);
+		if (ret > 0 || ret == -EIO)
+			list_add(&z->node, &rs->zsends);
+		else
+			rs_pin_unmap(&z->pin, rs->dev);
+		spin_unlock_bh(&rs->lock);
+	}
+	/* the device has copied the work requests */
 	kfree(src.wr);
 	kfree(src.sge);
+	return ret;
+}
+
+static long rs_dsend_zcopy(struct rs_sock *rs, struct msghdr *msg, u32 n,
+			   const struct rs_advert *snap)
+{
+	bool orphan = false;
+	struct rs_zsend *z;
+	int ret, err;
+
+	z = kzalloc(sizeof(*z), GFP_KERNEL);
+	if (!z)
+		return -ENOMEM;
+	ret = rs_pin_user(&z->pin, &msg->msg_iter, n, false);
+	if (ret < 0) {
+		kfree(z);
+		return ret == -EOPNOTSUPP ? -EFAULT : ret;
+	}
+	ret = rs_zsend_post(rs, z, snap);
+	if (ret == -EIO) {
+		/* part of the chain may run: the pages wait for the fence */
+		orphan = rs_zsend_give_up(rs, z, ECONNRESET);
+	} else if (ret > 0) {
+		err = rs_zsend_wait(rs, z, &orphan);
+		if (!err)
+			iov_iter_advance(&msg->msg_iter, ret);
+		else
+			ret = err;
+	}
+	if (orphan)
+		return ret;
+	rs_pin_release(&z->pin);
+	kfree(z);
 	return ret;
 }
 
@@ -301,11 +408,13 @@ long rs_dsend(struct rs_sock *rs, struct msghdr *msg, u32 len, long *timeo)
 			return 0;
 		if (ret > 0) {
 			n = min_t(u32, len, snap.len - snap.filled);
-			n = min_t(u32, n, (RS_DIRECT_PAGES - 1) << PAGE_SHIFT);
+			n = min_t(u32, n, rs_dsend_max(rs));
 			if (n <= rs->max_inline)
 				ret = rs_dsend_inline(rs, msg, n, &snap);
 			else
 				ret = rs_dsend_zcopy(rs, msg, n, &snap);
+			if (ret == -EIO || ret == -ETIMEDOUT)
+				return sock_error(sk) ? : -EPIPE;
 			if (ret != 0 && ret != -EAGAIN)
 				return ret;
 			if (!ret)

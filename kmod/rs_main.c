@@ -56,6 +56,18 @@ module_param_named(direct_threshold, rs_default_threshold, uint, 0644);
 MODULE_PARM_DESC(direct_threshold,
 		 "smallest receive buffer advertised for direct transfer (default 32768)");
 
+unsigned int rs_max_send_sge = RS_MAX_SGE;
+module_param_named(max_send_sge, rs_max_send_sge, uint, 0644);
+MODULE_PARM_DESC(max_send_sge,
+		 "gather entries per direct RDMA WRITE, at most the device's (2.."
+		 __stringify(RS_MAX_SGE) ", default " __stringify(RS_MAX_SGE)
+		 "); lower values emulate small devices in tests");
+
+int rs_inject_post;
+module_param_named(inject_post, rs_inject_post, int, 0644);
+MODULE_PARM_DESC(inject_post,
+		 "testing: fail the next work request chain of kind K (1 ADVERT, 2 zero-copy, 3 inline direct) at position P: K*100+P (default 0: off)");
+
 struct workqueue_struct *rs_wq;
 
 struct proto rs_proto = {

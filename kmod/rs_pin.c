@@ -4,12 +4,19 @@
  *
  * Only the first segment of a user-space iterator is taken, so a direct
  * transfer always covers one virtually contiguous range. Pages are pinned
- * with FOLL_PIN (pin_user_pages_fast), which is what DMA to user memory
- * must use, and unpinned (dirtied for receives) when the transfer is over.
+ * with FOLL_PIN | FOLL_LONGTERM (pin_user_pages_fast): an advertised
+ * receive may hold its pins for as long as the application blocks, so the
+ * pages are first moved out of CMA and ZONE_MOVABLE. Pins are charged to
+ * the caller's mm (pinned_vm) against RLIMIT_MEMLOCK unless it has
+ * CAP_IPC_LOCK, as ib_umem charges user MRs; over the limit the pin fails
+ * with -ENOBUFS and the transfer goes through the rings instead. They are
+ * unpinned (dirtied for receives) and uncharged when the transfer is over,
+ * which for a transfer whose caller gave up is after the fence.
  * DMA mapping is separate because it happens under rs_sock.lock, where a
  * teardown can undo it (rs_dslots_unmap_locked, rs_zsends_unmap_locked).
  */
 #include <linux/mm.h>
+#include <linux/sched/mm.h>
 #include <linux/slab.h>
 #include <linux/uio.h>
 
@@ -42,9 +49,38 @@ static bool rs_iter_first(const struct iov_iter *it, unsigned long *addr,
 	return false;
 }
 
+/* Charge npages to the caller against RLIMIT_MEMLOCK. */
+static int rs_pin_charge(struct rs_pin *p)
+{
+	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	struct mm_struct *mm = current->mm;
+	u64 pinned;
+
+	if (!mm)
+		return -EOPNOTSUPP;
+	pinned = atomic64_add_return(p->npages, &mm->pinned_vm);
+	if (pinned > limit && !capable(CAP_IPC_LOCK)) {
+		atomic64_sub(p->npages, &mm->pinned_vm);
+		return -ENOBUFS;
+	}
+	mmgrab(mm);
+	p->mm = mm;
+	return 0;
+}
+
+static void rs_pin_uncharge(struct rs_pin *p)
+{
+	if (!p->mm)
+		return;
+	atomic64_sub(p->npages, &p->mm->pinned_vm);
+	mmdrop(p->mm);
+	p->mm = NULL;
+}
+
 /*
  * Pin up to max bytes at the iterator's position (which does not move).
- * Returns the bytes pinned or a negative errno; partial pins are undone.
+ * Returns the bytes pinned or a negative errno (-ENOBUFS: over the
+ * caller's RLIMIT_MEMLOCK); partial pins are undone.
  */
 int rs_pin_user(struct rs_pin *p, struct iov_iter *it, u32 max, bool write)
 {
@@ -57,11 +93,17 @@ int rs_pin_user(struct rs_pin *p, struct iov_iter *it, u32 max, bool write)
 		return -EOPNOTSUPP;
 	len = min_t(size_t, len, max);
 	p->npages = DIV_ROUND_UP(offset_in_page(addr) + len, PAGE_SIZE);
+	ret = rs_pin_charge(p);
+	if (ret)
+		return ret;
 	p->pages = kvmalloc_array(p->npages, sizeof(*p->pages), GFP_KERNEL);
-	if (!p->pages)
-		return -ENOMEM;
+	if (!p->pages) {
+		ret = -ENOMEM;
+		goto uncharge;
+	}
 	got = pin_user_pages_fast(addr & PAGE_MASK, p->npages,
-				  write ? FOLL_WRITE : 0, p->pages);
+				  FOLL_LONGTERM | (write ? FOLL_WRITE : 0),
+				  p->pages);
 	if (got != p->npages) {
 		if (got > 0)
 			unpin_user_pages(p->pages, got);
@@ -80,6 +122,8 @@ int rs_pin_user(struct rs_pin *p, struct iov_iter *it, u32 max, bool write)
 free:
 	kvfree(p->pages);
 	p->pages = NULL;
+uncharge:
+	rs_pin_uncharge(p);
 	return ret;
 }
 
@@ -115,4 +159,5 @@ void rs_pin_release(struct rs_pin *p)
 		unpin_user_pages(p->pages, p->npages);
 	kvfree(p->pages);
 	p->pages = NULL;
+	rs_pin_uncharge(p);
 }

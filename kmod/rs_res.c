@@ -139,6 +139,22 @@ static int rs_post_recvs(struct rs_sock *rs)
 }
 
 /*
+ * Gather entries per direct WRITE, from the device's limit (and the
+ * max_send_sge module parameter, which tests use to emulate small
+ * devices), and the send slots and pages one direct transfer may take:
+ * its WRITEs plus the DIRECT must fit in at most half the send queue.
+ */
+static void rs_dsend_budget(struct rs_sock *rs, struct ib_device *dev)
+{
+	u32 sge = clamp_t(u32, READ_ONCE(rs_max_send_sge), 2, RS_MAX_SGE);
+
+	rs->max_sge = min_t(u32, dev->attrs.max_send_sge, sge);
+	rs->dsend_wrs = min_t(u32, DIV_ROUND_UP(RS_DIRECT_PAGES, rs->max_sge),
+			      RS_SQ_DEPTH / 2 - 1) + 1;
+	rs->dsend_pages = (rs->dsend_wrs - 1) * rs->max_sge;
+}
+
+/*
  * Build the transport on id's device. On failure everything built so far
  * stays recorded in rs and rs_transport_destroy() releases it.
  */
@@ -156,7 +172,7 @@ int rs_transport_create(struct rs_sock *rs, struct rdma_cm_id *id)
 		return -EPROTONOSUPPORT;
 	if (dev->attrs.max_send_sge < 2)
 		return -EOPNOTSUPP;
-	rs->max_sge = min_t(u32, dev->attrs.max_send_sge, RS_MAX_SGE);
+	rs_dsend_budget(rs, dev);
 	rx_size = rs_ring_size(rs->rcvbuf_ring, max_ring);
 	tx_size = rs_ring_size(rs->sndbuf_ring, max_ring);
 	rs->dev = dev;
@@ -181,9 +197,7 @@ int rs_transport_create(struct rs_sock *rs, struct rdma_cm_id *id)
 	ret = rs_slots_alloc(rs);
 	if (ret)
 		return ret;
-	ret = rs_dslots_alloc(rs);
-	if (ret)
-		return ret;
+	rs_dslots_init(rs);
 	ret = rs_ring_alloc(&rs->rx, rx_size);
 	if (ret)
 		return ret;
@@ -235,13 +249,18 @@ out:
 
 /*
  * Release all verbs resources. Process context; nothing may post any more
- * (rs->dead is set). Draining first guarantees that every completion
- * handler has run before the rings and slots go away. The rings' pages
+ * (rs->dead is set). This is the connection's fence: ib_drain_qp() moves
+ * the QP to the error state and waits until every work request has
+ * completed or flushed, so no completion handler runs and no peer can
+ * reach any of our memory afterwards. Only then are pinned user pages,
+ * MRs and rings released, including those of callers that gave up
+ * waiting (orphans). The rings' pages
  * stay: data already in the stream buffer can still be read.
  */
 void rs_transport_destroy(struct rs_sock *rs, struct rdma_cm_id *id)
 {
 	struct ib_device *dev = rs->dev;
+	LIST_HEAD(orphans);
 
 	if (!rs->transport)
 		return;
@@ -251,11 +270,14 @@ void rs_transport_destroy(struct rs_sock *rs, struct rdma_cm_id *id)
 		/* no peer can reach any buffer now: release the HCA's view */
 		spin_lock_bh(&rs->lock);
 		rs_dslots_unmap_locked(rs);
-		rs_zsends_unmap_locked(rs);
+		rs_zsends_unmap_locked(rs, &orphans);
 		rs->drained = true;
 		rs_drx_end(&rs->drx);
 		spin_unlock_bh(&rs->lock);
 		wake_up_all(&rs->dwait);
+		/* the fence is done: what callers gave up on may go now */
+		rs_zsends_free(rs, &orphans);
+		rs_dslots_release_orphans(rs);
 		rdma_destroy_qp(id);
 		rs->qp = NULL;
 	}
@@ -270,6 +292,26 @@ void rs_transport_destroy(struct rs_sock *rs, struct rdma_cm_id *id)
 		ib_dealloc_pd(rs->pd);
 	rs->pd = NULL;
 	rs->transport = false;
+}
+
+/*
+ * The fence, for a caller that gives up on work requests naming its own
+ * memory (a wait timed out, it was killed, or a post failed part-way):
+ * abort the connection, so that the teardown drains the QP, and wait for
+ * the drain, so that neither our HCA nor the peer can touch the memory
+ * once the caller returns. The wait is killable and bounded by
+ * RS_DRAIN_TIMEOUT; a caller that is being killed does not wait, and its
+ * pages stay pinned until the teardown releases them. Returns true once
+ * the QP is drained. Called under lock_sock(), without rs->lock.
+ */
+bool rs_fence(struct rs_sock *rs, int err)
+{
+	spin_lock_bh(&rs->lock);
+	rs_abort_locked(rs, err);
+	spin_unlock_bh(&rs->lock);
+	if (!READ_ONCE(rs->drained) && !fatal_signal_pending(current))
+		rs_dwait(rs, READ_ONCE(rs->drained), RS_DRAIN_TIMEOUT);
+	return READ_ONCE(rs->drained);
 }
 
 void rs_transport_free_rings(struct rs_sock *rs)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Tracepoints of rdmastream: connection states, rdma_cm events, failed
- * completions, aborts and teardowns. Enable with
+ * completions and posts, aborts, teardowns and pinned pages released. Enable with
  *	echo 1 > /sys/kernel/tracing/events/rdmastream/enable
  */
 #undef TRACE_SYSTEM
@@ -125,6 +125,52 @@ TRACE_EVENT(rdmastream_teardown,
 	),
 	TP_printk("sk=%p err=%d fin_rcvd=%d fin_done=%d", __entry->sk,
 		  __entry->err, __entry->fin_rcvd, __entry->fin_done)
+);
+
+TRACE_EVENT(rdmastream_post_fail,
+	TP_PROTO(const struct sock *sk, int chain, int err),
+	TP_ARGS(sk, chain, err),
+	TP_STRUCT__entry(
+		__field(const void *, sk)
+		__field(int, chain)
+		__field(int, err)
+	),
+	TP_fast_assign(
+		__entry->sk = sk;
+		__entry->chain = chain;
+		__entry->err = err;
+	),
+	TP_printk("sk=%p chain=%d err=%d", __entry->sk, __entry->chain,
+		  __entry->err)
+);
+
+/*
+ * User pages of a direct transfer go back to their owner. fenced: the
+ * connection had failed; drained: the QP was drained first; hca_done: the
+ * transfer's own work requests had completed. Releasing pages that the
+ * HCA may still reach (fenced without drained or hca_done) is a bug.
+ */
+TRACE_EVENT(rdmastream_pin_release,
+	TP_PROTO(const struct sock *sk, u32 pages, bool fenced, bool drained,
+		 bool hca_done),
+	TP_ARGS(sk, pages, fenced, drained, hca_done),
+	TP_STRUCT__entry(
+		__field(const void *, sk)
+		__field(u32, pages)
+		__field(bool, fenced)
+		__field(bool, drained)
+		__field(bool, hca_done)
+	),
+	TP_fast_assign(
+		__entry->sk = sk;
+		__entry->pages = pages;
+		__entry->fenced = fenced;
+		__entry->drained = drained;
+		__entry->hca_done = hca_done;
+	),
+	TP_printk("sk=%p pages=%u fenced=%d drained=%d hca_done=%d",
+		  __entry->sk, __entry->pages, __entry->fenced,
+		  __entry->drained, __entry->hca_done)
 );
 
 #endif /* RS_TRACE_H */

@@ -46,13 +46,53 @@ int rs_post_slot(struct rs_sock *rs, struct ib_send_wr *wr, bool signal,
 }
 
 /*
+ * Fault injection for tests (module parameter inject_post, 0644): a value
+ * of kind * 100 + pos makes the next chain of that kind fail at position
+ * pos (1-based; 99: the last) as a device would: the work requests before
+ * it are posted, the rest are not, and bad_wr points at the first one
+ * left out.
+ */
+static int rs_post_send(struct rs_sock *rs, struct ib_send_wr *first,
+			const struct ib_send_wr **bad, enum rs_chain kind)
+{
+	int want = READ_ONCE(rs_inject_post);
+	struct ib_send_wr *wr, *prev = NULL;
+	int pos = 1, ret;
+
+	if (likely(want <= 0) || want / 100 != kind)
+		return ib_post_send(rs->qp, first, bad);
+	for (wr = first; wr && pos < want % 100; wr = wr->next, pos++) {
+		if (want % 100 == 99 && !wr->next)
+			break;
+		prev = wr;
+	}
+	if (!wr || cmpxchg(&rs_inject_post, want, 0) != want)
+		return ib_post_send(rs->qp, first, bad);
+	ret = 0;
+	if (prev) {
+		prev->next = NULL;
+		ret = ib_post_send(rs->qp, first, bad);
+		prev->next = wr;
+	}
+	if (!ret)
+		*bad = wr;
+	return -EIO;
+}
+
+/*
  * Post a chain of work requests with one doorbell, each in the next send
  * slot. The last is signalled when wait is given (its completion, or its
  * flush, sets wait->done) or when the periodic signalling asks for it.
+ *
+ * If the device refuses part of the chain, the part before bad_wr is on
+ * the QP and may still run: the connection is fenced (aborted, so the
+ * teardown moves the QP to error and drains it) and the caller must leave
+ * every buffer the chain names to the fence. Returns 0 or -EIO.
  */
 int rs_post_chain(struct rs_sock *rs, struct ib_send_wr *first,
-		  struct rs_wait *wait)
+		  struct rs_wait *wait, enum rs_chain kind)
 {
+	const struct ib_send_wr *bad = first;
 	struct ib_send_wr *wr;
 	u64 seq = rs->sq_posted;
 	int ret;
@@ -75,11 +115,21 @@ int rs_post_chain(struct rs_sock *rs, struct ib_send_wr *first,
 			s->wait = wait;
 		}
 	}
-	ret = ib_post_send(rs->qp, first, NULL);
-	if (ret)
-		return ret;
-	rs->sq_posted = seq;
-	return 0;
+	ret = rs_post_send(rs, first, &bad, kind);
+	if (!ret) {
+		rs->sq_posted = seq;
+		return 0;
+	}
+	/* what went out completes (or flushes) in its slots as usual */
+	for (wr = first; wr && wr != bad; wr = wr->next)
+		rs->sq_posted++;
+	if (wait && wr) {
+		/* the signalled last one never went: nobody will set done */
+		rs->sends[(seq - 1) % RS_SQ_DEPTH].wait = NULL;
+	}
+	trace_rdmastream_post_fail(&rs->sk, kind, ret);
+	rs_abort_locked(rs, ECONNRESET);
+	return -EIO;
 }
 
 static int rs_post_chunk(struct rs_sock *rs, const struct rs_chunk *c)
@@ -441,6 +491,11 @@ int rs_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
 						      1U << 30), &timeo);
 			if (ret > 0) {
 				copied += ret;
+				continue;
+			}
+			if (ret == -ENOBUFS) {
+				/* over RLIMIT_MEMLOCK: the rest goes indirect */
+				direct = false;
 				continue;
 			}
 			err = ret ? ret : rs_send_error(rs, true);

@@ -120,7 +120,7 @@ static int peer_connect(struct peer *p, const struct sockaddr_in *sin,
 	uint8_t pdata[8] = { WIRE_VERSION, pdata_flags, 0, SLOTS, 0, 1, 0, 0 };
 	struct rdma_conn_param cp = {
 		.private_data = pdata, .private_data_len = sizeof(pdata),
-		.retry_count = 6, .rnr_retry_count = 7,
+		.retry_count = 6, .rnr_retry_count = 6,
 		.initiator_depth = 1, .responder_resources = 1,
 	};
 	struct ibv_recv_wr rwr, *bad;

@@ -13,6 +13,10 @@
  * ends of every connection set to one transfer policy (the module's
  * direct transfers, docs/direct.md); RS_STRESS_POLICY_MB (64) in total
  * each. Dynamic must have moved bytes both ways: direct and indirect.
+ * policy.sge2_{dynamic,direct_only}: the same on connections made with
+ * the module parameter max_send_sge=2, as on a device with few gather
+ * entries: a zero-copy send then needs many more WRITEs, which must fit
+ * the send queue.
  *
  * churn: RS_CHURN short connections from 4 threads (connect, exchange,
  * close in random order, some with a reset).
@@ -214,6 +218,7 @@ FIXTURE(policy)
 FIXTURE_VARIANT(policy)
 {
 	int policy;
+	int max_sge;		/* module parameter max_send_sge, if set */
 };
 
 FIXTURE_VARIANT_ADD(policy, dynamic) {
@@ -228,14 +233,32 @@ FIXTURE_VARIANT_ADD(policy, indirect_only) {
 	.policy = RDMASTREAM_POLICY_INDIRECT_ONLY,
 };
 
+FIXTURE_VARIANT_ADD(policy, sge2_dynamic) {
+	.policy = RDMASTREAM_POLICY_DYNAMIC,
+	.max_sge = 2,
+};
+
+FIXTURE_VARIANT_ADD(policy, sge2_direct_only) {
+	.policy = RDMASTREAM_POLICY_DIRECT_ONLY,
+	.max_sge = 2,
+};
+
+#define MAX_SGE_PARAM	"/sys/module/rdmastream/parameters/max_send_sge"
+
 FIXTURE_SETUP(policy)
 {
 	rs_watchdog(_metadata->timeout + 30);
 	self->report = report_open();
+	if (variant->max_sge && !rs.tcp)
+		ASSERT_EQ(0, rs_system("echo %d > " MAX_SGE_PARAM,
+				       variant->max_sge))
+			TH_LOG("cannot set %s", MAX_SGE_PARAM);
 }
 
 FIXTURE_TEARDOWN(policy)
 {
+	if (variant->max_sge && !rs.tcp)
+		rs_system("echo 16 > " MAX_SGE_PARAM);
 	if (self->report)
 		fclose(self->report);
 }

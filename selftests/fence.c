@@ -1,0 +1,622 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Every wait on the HCA ends, and no user page is released while the HCA
+ * or a peer may still reach it (docs/security.md, docs/design.md "The
+ * fence").
+ *
+ * fence.*: a hostile verbs peer (rs_peer.h) that stops posting receives
+ * and makes every RNR retry wait 491 ms:
+ *   zcopy_rnr:   a zero-copy send into the peer's ADVERT returns an error
+ *                within the stated bound (the QP gives up after 6 RNR
+ *                retries) instead of sleeping forever;
+ *   zcopy_kill:  SIGKILL ends that send at once;
+ *   advert_rnr:  a receive whose ADVERT the peer will not let us cancel
+ *                returns within the bound;
+ *   advert_kill: SIGKILL ends that receive at once.
+ * Afterwards every page pinned for them has been unpinned (the fence
+ * released the orphans): /proc/vmstat nr_foll_pin_acquired equals
+ * nr_foll_pin_released again.
+ *
+ * forever_refused: a peer that asks the module's QP to retry RNR for ever
+ * (the IB CM lets each side choose the other's count) is refused.
+ *
+ * inject.*: the module parameter inject_post makes one work request chain
+ * fail part-way, as a device may: ADVERT (REG_MR, SEND), zero-copy
+ * (WRITEs, DIRECT) and inline direct (WRITE, DIRECT), at the first, second
+ * and last position. The call gets an error, the connection is reset, and
+ * the trace shows that no pinned page went back before the QP was drained.
+ *
+ * memlock: a process whose RLIMIT_MEMLOCK is 0 (and no CAP_IPC_LOCK)
+ * pins nothing: its large receives and sends go through the rings, every
+ * byte intact; the same transfer as root goes direct.
+ *
+ * lazy_mr: a connection that never advertises holds only its two ring
+ * MRs; ADVERT MRs appear with the first direct receive.
+ */
+#include "rs_peer.h"
+
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+#define BIG		(1024 * 1024)
+#define PARAM_DIR	"/sys/module/rdmastream/parameters/"
+/* 6 RNR retries of 491 ms, plus a receive timeout and slack */
+#define RNR_BOUND	6.0
+
+/* Pages pinned with FOLL_PIN and not yet unpinned, machine-wide. */
+static long pins_held(void)
+{
+	long acq = -1, rel = -1, v;
+	char name[64];
+	FILE *f = fopen("/proc/vmstat", "r");
+
+	if (!f)
+		return -1;
+	while (fscanf(f, "%63s %ld", name, &v) == 2) {
+		if (!strcmp(name, "nr_foll_pin_acquired"))
+			acq = v;
+		else if (!strcmp(name, "nr_foll_pin_released"))
+			rel = v;
+	}
+	fclose(f);
+	return acq < 0 || rel < 0 ? -1 : acq - rel;
+}
+
+/* Wait up to 15 s for the pins to come back to base; returns the last. */
+static long pins_settle(long base)
+{
+	double end = rs_now() + 15;
+	long now;
+
+	do {
+		now = pins_held();
+		if (now == base)
+			break;
+		rs_msleep(200);
+	} while (rs_now() < end);
+	return now;
+}
+
+static int param_get(const char *name)
+{
+	char path[128];
+	int v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), PARAM_DIR "%s", name);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%d", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
+static int param_set(const char *name, int v)
+{
+	char path[128];
+	FILE *f;
+	int ret;
+
+	snprintf(path, sizeof(path), PARAM_DIR "%s", name);
+	f = fopen(path, "w");
+	if (!f)
+		return -1;
+	ret = fprintf(f, "%d\n", v) > 0 ? 0 : -1;
+	if (fclose(f))
+		ret = -1;
+	return ret;
+}
+
+static int info_get(int fd, struct rdmastream_info *info)
+{
+	socklen_t len = sizeof(*info);
+
+	memset(info, 0, sizeof(*info));
+	return getsockopt(fd, SOL_RDMASTREAM, RDMASTREAM_INFO, info, &len);
+}
+
+/* Wait until fd holds an ADVERT of its peer's. */
+static int wait_advert(int fd, int ms)
+{
+	struct rdmastream_info info;
+	double end = rs_now() + ms / 1000.0;
+
+	do {
+		if (info_get(fd, &info))
+			return -1;
+		if (info.rsi_adverts_received > info.rsi_adverts_used +
+		    info.rsi_adverts_stale)
+			return 0;
+		rs_msleep(5);
+	} while (rs_now() < end);
+	return -1;
+}
+
+/* ---- one blocking call in a child process ---- */
+
+struct io_result {
+	ssize_t ret;
+	int err;
+};
+
+struct io_child {
+	pid_t pid;
+	int pipe;
+	int status;
+	bool reaped;
+};
+
+/* Fork a child that sends or receives len bytes on fd, then reports. */
+static int io_start(struct io_child *c, int fd, bool send_it, size_t len)
+{
+	int p[2];
+
+	memset(c, 0, sizeof(*c));
+	if (pipe(p))
+		return -1;
+	c->pid = fork();
+	if (c->pid < 0)
+		return -1;
+	if (!c->pid) {
+		struct io_result r;
+		char *buf = malloc(len);
+
+		close(p[0]);
+		if (!buf)
+			_exit(2);
+		memset(buf, 'x', len);
+		r.ret = send_it ? send(fd, buf, len, 0) :
+				  recv(fd, buf, len, 0);
+		r.err = errno;
+		if (write(p[1], &r, sizeof(r)) != sizeof(r))
+			_exit(3);
+		_exit(0);
+	}
+	close(p[1]);
+	c->pipe = p[0];
+	return 0;
+}
+
+/* Reap the child within secs; 0 if it ended, -1 if it is still there. */
+static int io_reap(struct io_child *c, double secs)
+{
+	double end = rs_now() + secs;
+
+	if (c->reaped)
+		return 0;
+	do {
+		if (waitpid(c->pid, &c->status, WNOHANG) == c->pid) {
+			c->reaped = true;
+			return 0;
+		}
+		rs_msleep(10);
+	} while (rs_now() < end);
+	return -1;
+}
+
+static int io_result(struct io_child *c, struct io_result *r)
+{
+	int n = read(c->pipe, r, sizeof(*r));
+
+	close(c->pipe);
+	return n == sizeof(*r) ? 0 : -1;
+}
+
+/* ---- peers that stall ---- */
+
+FIXTURE(fence)
+{
+	int lfd;
+	int s;
+	struct peer p;
+	long pins;
+};
+
+FIXTURE_VARIANT(fence)
+{
+	bool recv;		/* the module's receive advertises */
+	bool kill;		/* SIGKILL the blocked caller */
+};
+
+FIXTURE_VARIANT_ADD(fence, zcopy_rnr) { .recv = false, .kill = false };
+FIXTURE_VARIANT_ADD(fence, zcopy_kill) { .recv = false, .kill = true };
+FIXTURE_VARIANT_ADD(fence, advert_rnr) { .recv = true, .kill = false };
+FIXTURE_VARIANT_ADD(fence, advert_kill) { .recv = true, .kill = true };
+
+FIXTURE_SETUP(fence)
+{
+	struct sockaddr_in sin;
+
+	memset(&self->p, 0, sizeof(self->p));
+	self->lfd = -1;
+	self->s = -1;
+	if (rs.tcp)
+		return;
+	rs_watchdog(120);
+	self->pins = pins_held();
+	ASSERT_LE(0, self->pins) TH_LOG("no pin counters in /proc/vmstat");
+	/* the module's SETUP takes one receive, its ADVERT another */
+	self->p.nrecv = variant->recv ? 2 : 1;
+	self->lfd = rs_listener(_metadata, &sin);
+	ASSERT_EQ(0, peer_connect(&self->p, &sin))
+		TH_LOG("hostile peer could not connect: %s", strerror(errno));
+	self->s = rs_accept(_metadata, self->lfd);
+	ASSERT_EQ(0, peer_setup(&self->p)) TH_LOG("no SETUP from the module");
+	ASSERT_EQ(0, peer_slow_rnr(&self->p));
+}
+
+FIXTURE_TEARDOWN(fence)
+{
+	peer_close(&self->p);
+	if (self->s >= 0)
+		close(self->s);
+	if (self->lfd >= 0)
+		close(self->lfd);
+}
+
+TEST_F_TIMEOUT(fence, stall, 90)
+{
+	struct io_result r;
+	struct io_child c;
+	long pins;
+	double t0;
+
+	RS_SKIP_TCP("speaks the rdmastream wire protocol");
+	if (variant->recv) {
+		ASSERT_EQ(0, rs_set_timeo(self->s, SO_RCVTIMEO, 500));
+		ASSERT_EQ(0, io_start(&c, self->s, false, BIG));
+		ASSERT_EQ(0, peer_advert(&self->p))
+			TH_LOG("no ADVERT from the module");
+	} else {
+		ASSERT_EQ(0, peer_send_setup(&self->p));
+		ASSERT_EQ(0, peer_send_advert(&self->p, PEER_ADV_MAX));
+		ASSERT_EQ(0, wait_advert(self->s, 5000))
+			TH_LOG("the module did not take the peer's ADVERT");
+		ASSERT_EQ(0, io_start(&c, self->s, true, BIG));
+	}
+	t0 = rs_now();
+	if (variant->kill) {
+		rs_msleep(1500);
+		/* still in the module, waiting on the HCA */
+		ASSERT_EQ(-1, io_reap(&c, 0))
+			TH_LOG("the call ended before the kill (%d)",
+			       c.status);
+		ASSERT_EQ(0, kill(c.pid, SIGKILL));
+		t0 = rs_now();
+		EXPECT_EQ(0, io_reap(&c, 1.0))
+			TH_LOG("SIGKILL did not end the blocked call in 1 s");
+		if (io_reap(&c, 30))
+			TH_LOG("the killed caller never ended");
+		rs_info("killed caller reaped after %.2f s", rs_now() - t0);
+		EXPECT_TRUE(WIFSIGNALED(c.status));
+		close(c.pipe);
+	} else {
+		if (io_reap(&c, RNR_BOUND)) {
+			TH_LOG("the call did not end within %.0f s",
+			       RNR_BOUND);
+			rs_system("cat /proc/%d/stack >&2", c.pid);
+		}
+		EXPECT_EQ(0, io_reap(&c, 0));
+		ASSERT_EQ(0, io_reap(&c, 60));
+		rs_info("the call ended after %.2f s", rs_now() - t0);
+		ASSERT_EQ(0, io_result(&c, &r));
+		EXPECT_EQ(-1, r.ret);
+		if (variant->recv) {
+			EXPECT_EQ(EAGAIN, r.err) TH_LOG("recv: %s",
+							strerror(r.err));
+		} else {
+			EXPECT_TRUE(r.err == ECONNRESET || r.err == EPIPE ||
+				    r.err == ETIMEDOUT)
+				TH_LOG("send: %s", strerror(r.err));
+		}
+	}
+	/* the connection is gone, and every page went back */
+	peer_close(&self->p);
+	memset(&self->p, 0, sizeof(self->p));
+	close(self->s);
+	self->s = -1;
+	pins = pins_settle(self->pins);
+	EXPECT_EQ(self->pins, pins)
+		TH_LOG("%ld pages still pinned", pins - self->pins);
+}
+
+/* A peer that asks for endless RNR retries is refused at connect. */
+TEST(forever_refused)
+{
+	struct sockaddr_in sin;
+	struct peer p = { .rnr7 = true };
+	int lfd, s;
+
+	RS_SKIP_TCP("speaks the rdmastream wire protocol");
+	rs_watchdog(60);
+	lfd = rs_listener(_metadata, &sin);
+	EXPECT_NE(0, peer_connect(&p, &sin));
+	peer_close(&p);
+	/* and the listener still serves honest peers */
+	memset(&p, 0, sizeof(p));
+	ASSERT_EQ(0, peer_connect(&p, &sin));
+	s = rs_accept(_metadata, lfd);
+	EXPECT_EQ(0, peer_setup(&p));
+	peer_close(&p);
+	close(s);
+	close(lfd);
+}
+
+/* ---- partial post failures ---- */
+
+static const char *tracefs(void)
+{
+	if (!access("/sys/kernel/tracing/events", F_OK))
+		return "/sys/kernel/tracing";
+	if (!mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, NULL))
+		return "/sys/kernel/tracing";
+	return NULL;
+}
+
+static int trace_write(const char *file, const char *val)
+{
+	char path[256];
+	int fd, ret;
+
+	snprintf(path, sizeof(path), "/sys/kernel/tracing/%s", file);
+	fd = open(path, O_WRONLY | O_TRUNC);
+	if (fd < 0)
+		return -1;
+	ret = write(fd, val, strlen(val)) == (ssize_t)strlen(val) ? 0 : -1;
+	close(fd);
+	return ret;
+}
+
+struct trace_sum {
+	int post_fail;		/* chains that failed part-way */
+	int released;		/* pin releases of fenced transfers */
+	int unsafe;		/* ...while the HCA could still reach them */
+};
+
+static int trace_scan(struct trace_sum *t)
+{
+	char line[512];
+	FILE *f = fopen("/sys/kernel/tracing/trace", "r");
+
+	memset(t, 0, sizeof(*t));
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (strstr(line, "rdmastream_post_fail:"))
+			t->post_fail++;
+		if (!strstr(line, "rdmastream_pin_release:") ||
+		    !strstr(line, "fenced=1"))
+			continue;
+		t->released++;
+		if (!strstr(line, "drained=1") && !strstr(line, "hca_done=1")) {
+			t->unsafe++;
+			fprintf(stderr, "# unsafe: %s", line);
+		}
+	}
+	fclose(f);
+	return 0;
+}
+
+FIXTURE(inject)
+{
+	int c;
+	int s;
+	long pins;
+};
+
+FIXTURE_VARIANT(inject)
+{
+	int chain;		/* 1 ADVERT, 2 zero-copy, 3 inline direct */
+	int pos;		/* 99: the last */
+};
+
+FIXTURE_VARIANT_ADD(inject, advert_1) { .chain = 1, .pos = 1 };
+FIXTURE_VARIANT_ADD(inject, advert_2) { .chain = 1, .pos = 2 };
+FIXTURE_VARIANT_ADD(inject, zcopy_1) { .chain = 2, .pos = 1 };
+FIXTURE_VARIANT_ADD(inject, zcopy_2) { .chain = 2, .pos = 2 };
+FIXTURE_VARIANT_ADD(inject, zcopy_last) { .chain = 2, .pos = 99 };
+FIXTURE_VARIANT_ADD(inject, inline_1) { .chain = 3, .pos = 1 };
+FIXTURE_VARIANT_ADD(inject, inline_2) { .chain = 3, .pos = 2 };
+
+FIXTURE_SETUP(inject)
+{
+	self->c = -1;
+	self->s = -1;
+	if (rs.tcp)
+		return;
+	rs_watchdog(120);
+	self->pins = pins_held();
+	ASSERT_LE(0, self->pins);
+	ASSERT_NE(NULL, tracefs());
+	ASSERT_EQ(0, trace_write("trace", ""));
+	ASSERT_EQ(0, trace_write("events/rdmastream/enable", "1"));
+	rs_pair(_metadata, &self->c, &self->s);
+}
+
+FIXTURE_TEARDOWN(inject)
+{
+	param_set("inject_post", 0);
+	trace_write("events/rdmastream/enable", "0");
+	if (self->c >= 0)
+		close(self->c);
+	if (self->s >= 0)
+		close(self->s);
+}
+
+TEST_F_TIMEOUT(inject, partial_post, 90)
+{
+	bool adv = variant->chain == 1;
+	size_t len = variant->chain == 3 ? 100 : BIG;
+	struct trace_sum t;
+	struct io_result r;
+	struct io_child c;
+	char *buf;
+	ssize_t n;
+	long pins;
+
+	RS_SKIP_TCP("module fault injection");
+	buf = calloc(1, BIG);
+	ASSERT_NE(NULL, buf);
+	ASSERT_EQ(0, rs_set_timeo(self->s, SO_RCVTIMEO, 10000));
+	if (adv)
+		ASSERT_EQ(0, param_set("inject_post",
+				       variant->chain * 100 + variant->pos));
+	/* the receiver advertises its 1 MiB buffer */
+	ASSERT_EQ(0, io_start(&c, self->s, false, BIG));
+	if (!adv) {
+		ASSERT_EQ(0, wait_advert(self->c, 5000));
+		ASSERT_EQ(0, param_set("inject_post",
+				       variant->chain * 100 + variant->pos));
+		n = send(self->c, buf, len, 0);
+		EXPECT_EQ(-1, n);
+		EXPECT_TRUE(errno == ECONNRESET || errno == EPIPE)
+			TH_LOG("send: %s", strerror(errno));
+	}
+	ASSERT_EQ(0, io_reap(&c, 20)) TH_LOG("the receive did not end");
+	ASSERT_EQ(0, io_result(&c, &r));
+	EXPECT_EQ(-1, r.ret) TH_LOG("recv got %zd bytes", r.ret);
+	if (adv) {
+		EXPECT_TRUE(r.err == ECONNRESET || r.err == EPIPE)
+			TH_LOG("recv: %s", strerror(r.err));
+	}
+	EXPECT_EQ(0, param_get("inject_post")) TH_LOG("nothing failed");
+	close(self->c);
+	close(self->s);
+	self->c = self->s = -1;
+	pins = pins_settle(self->pins);
+	EXPECT_EQ(self->pins, pins)
+		TH_LOG("%ld pages still pinned", pins - self->pins);
+	ASSERT_EQ(0, trace_scan(&t));
+	EXPECT_EQ(1, t.post_fail);
+	if (variant->chain != 3)
+		EXPECT_LE(1, t.released);
+	EXPECT_EQ(0, t.unsafe);
+	free(buf);
+}
+
+/* ---- RLIMIT_MEMLOCK ---- */
+
+struct xfer_sum {
+	int ok;
+	unsigned long long direct, indirect;
+};
+
+/* 4 MiB each way over a fresh pair in 1 MiB blocking calls. */
+static void memlock_xfer(struct __test_metadata *_metadata,
+			 struct xfer_sum *sum)
+{
+	struct rs_xfer x[4] = {};
+	struct rdmastream_info ic, is;
+	int c, s, i;
+
+	rs_pair(_metadata, &c, &s);
+	for (i = 0; i < 4; i++) {
+		x[i].fd = i == 0 || i == 3 ? c : s;
+		x[i].key = rs_key(7, i / 2, 7);
+		x[i].total = 4 * BIG;
+		x[i].chunk = BIG;
+		ASSERT_EQ(0, rs_xfer_start(&x[i], i & 1 ? rs_receiver :
+					   rs_sender));
+	}
+	for (i = 0; i < 4; i++)
+		rs_xfer_join(&x[i]);
+	sum->ok = 1;
+	for (i = 0; i < 4; i++)
+		if (x[i].err || x[i].mismatch || x[i].done != 4 * BIG)
+			sum->ok = 0;
+	ASSERT_EQ(0, info_get(c, &ic));
+	ASSERT_EQ(0, info_get(s, &is));
+	sum->direct = ic.rsi_direct_bytes_received +
+		      is.rsi_direct_bytes_received;
+	sum->indirect = ic.rsi_indirect_bytes_received +
+			is.rsi_indirect_bytes_received;
+	close(c);
+	close(s);
+}
+
+TEST(memlock)
+{
+	struct rlimit zero = { 0, 0 };
+	struct xfer_sum *sum;
+	int status;
+	pid_t pid;
+
+	RS_SKIP_TCP("pinning for direct transfers");
+	rs_watchdog(120);
+	sum = mmap(NULL, 2 * sizeof(*sum), PROT_READ | PROT_WRITE,
+		   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, sum);
+	memset(sum, 0, 2 * sizeof(*sum));
+	/* as root (CAP_IPC_LOCK): the large receives go direct */
+	memlock_xfer(_metadata, &sum[0]);
+	EXPECT_TRUE(sum[0].ok);
+	EXPECT_LT(0, sum[0].direct);
+	/* nobody, RLIMIT_MEMLOCK 0: nothing may be pinned */
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		if (setrlimit(RLIMIT_MEMLOCK, &zero) || setgid(65534) ||
+		    setuid(65534))
+			_exit(2);
+		memlock_xfer(_metadata, &sum[1]);
+		_exit(0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status));
+	EXPECT_TRUE(sum[1].ok) TH_LOG("data did not arrive intact");
+	EXPECT_EQ(0, sum[1].direct);
+	EXPECT_EQ(8ULL * BIG, sum[1].indirect);
+	munmap(sum, 2 * sizeof(*sum));
+}
+
+/* ---- lazy ADVERT MRs ---- */
+
+static long mr_count(void)
+{
+	FILE *f = popen("rdma res show 2>/dev/null | "
+			"sed -n 's/.* mr \\([0-9]*\\).*/\\1/p' | head -n1", "r");
+	long n = -1;
+
+	if (!f)
+		return -1;
+	if (fscanf(f, "%ld", &n) != 1)
+		n = -1;
+	pclose(f);
+	return n;
+}
+
+TEST(lazy_mr)
+{
+	struct rdmastream_info info;
+	long base, idle, used;
+	char *buf;
+	int c, s;
+
+	RS_SKIP_TCP("verbs resources");
+	rs_watchdog(60);
+	base = mr_count();
+	ASSERT_LE(0, base);
+	rs_pair(_metadata, &c, &s);
+	ASSERT_EQ(1, rs_send_all(c, "x", 1, 0));
+	buf = malloc(BIG);
+	ASSERT_NE(NULL, buf);
+	ASSERT_EQ(1, recv(s, buf, 1, 0));
+	/* two rings per socket, nothing else */
+	idle = mr_count();
+	EXPECT_EQ(base + 4, idle);
+	/* a large blocking receive advertises: now one ADVERT MR */
+	ASSERT_EQ(0, rs_set_timeo(s, SO_RCVTIMEO, 300));
+	EXPECT_EQ(-1, recv(s, buf, BIG, 0));
+	ASSERT_EQ(0, info_get(s, &info));
+	EXPECT_EQ(1, info.rsi_adverts_sent);
+	used = mr_count();
+	EXPECT_EQ(idle + 1, used);
+	close(c);
+	close(s);
+	free(buf);
+}
+
+TEST_HARNESS_MAIN

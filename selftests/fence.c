@@ -241,7 +241,7 @@ FIXTURE_SETUP(fence)
 	/* the module's SETUP takes one receive, its ADVERT another */
 	self->p.nrecv = variant->recv ? 2 : 1;
 	self->lfd = rs_listener(_metadata, &sin);
-	ASSERT_EQ(0, peer_connect(&self->p, &sin))
+	ASSERT_EQ(0, peer_connect(&self->p, &sin, 0))
 		TH_LOG("hostile peer could not connect: %s", strerror(errno));
 	self->s = rs_accept(_metadata, self->lfd);
 	ASSERT_EQ(0, peer_setup(&self->p)) TH_LOG("no SETUP from the module");
@@ -333,11 +333,11 @@ TEST(forever_refused)
 	RS_SKIP_TCP("speaks the rdmastream wire protocol");
 	rs_watchdog(60);
 	lfd = rs_listener(_metadata, &sin);
-	EXPECT_NE(0, peer_connect(&p, &sin));
+	EXPECT_NE(0, peer_connect(&p, &sin, 0));
 	peer_close(&p);
 	/* and the listener still serves honest peers */
 	memset(&p, 0, sizeof(p));
-	ASSERT_EQ(0, peer_connect(&p, &sin));
+	ASSERT_EQ(0, peer_connect(&p, &sin, 0));
 	s = rs_accept(_metadata, lfd);
 	EXPECT_EQ(0, peer_setup(&p));
 	peer_close(&p);

@@ -18,10 +18,11 @@
 #define WIRE_VERSION	2
 
 /* Control message types and offsets (docs/wire-format.md). */
-enum { T_SETUP = 1, T_ADVERT = 5, T_DIRECT = 6, T_CANCEL = 7,
+enum { T_SETUP = 1, T_ACK = 2, T_ADVERT = 5, T_DIRECT = 6, T_CANCEL = 7,
        T_CANCEL_ACK = 8 };
 #define ADV_LEN		(256 * 1024)	/* above the default threshold */
 #define PEER_ADV_MAX	(1024 * 1024)	/* the peer's own ADVERT target */
+#define PEER_BIG	16384	/* the peer's source of big writes */
 
 struct peer {
 	struct rdma_event_channel *ch;
@@ -29,14 +30,15 @@ struct peer {
 	struct ibv_pd *pd;
 	struct ibv_cq *cq;
 	struct ibv_mr *mr;
-	char buf[SLOTS * MSG + 4096];
+	char buf[SLOTS * MSG + 4096 + PEER_BIG];
 	uint64_t addr;		/* the module's stream buffer */
 	uint32_t rkey, size;
 	uint64_t adv_addr;	/* the last ADVERT */
 	uint32_t adv_rkey, adv_len, adv_id;
+	int last_event;		/* of the CM, as cm_wait() saw it */
 	unsigned int nrecv;	/* receives to post: 0 means SLOTS */
 	bool rnr7;		/* ask the module to retry RNR for ever */
-	char *target;		/* peer_send_advert(): where we take writes */
+	char *target;		/* our memory for the module to write into */
 	struct ibv_mr *tmr;
 };
 
@@ -47,6 +49,7 @@ static inline int cm_wait(struct peer *p, enum rdma_cm_event_type want)
 
 	if (rdma_get_cm_event(p->ch, &ev))
 		return -1;
+	p->last_event = ev->event;
 	ok = ev->event == want;
 	if (!ok)
 		fprintf(stderr, "# cm event %s, wanted %s\n",
@@ -72,8 +75,8 @@ static inline int cq_wait(struct peer *p, struct ibv_wc *wc, int ms)
 	return -1;
 }
 
-static inline int peer_connect(struct peer *p,
-			       const struct sockaddr_in *sin)
+static inline int peer_connect(struct peer *p, const struct sockaddr_in *sin,
+			uint8_t pdata_flags)
 {
 	struct ibv_qp_init_attr qa = {
 		.cap = { .max_send_wr = 8, .max_recv_wr = SLOTS,
@@ -81,7 +84,7 @@ static inline int peer_connect(struct peer *p,
 		.qp_type = IBV_QPT_RC,
 	};
 	/* private data: version 2, 64 receive slots, 64 KiB (informative) */
-	uint8_t pdata[8] = { WIRE_VERSION, 0, 0, SLOTS, 0, 1, 0, 0 };
+	uint8_t pdata[8] = { WIRE_VERSION, pdata_flags, 0, SLOTS, 0, 1, 0, 0 };
 	struct rdma_conn_param cp = {
 		.private_data = pdata, .private_data_len = sizeof(pdata),
 		.retry_count = 6, .rnr_retry_count = p->rnr7 ? 7 : 6,
@@ -149,9 +152,8 @@ static inline int peer_setup(struct peer *p)
 	return 0;
 }
 
-static inline int peer_post(struct peer *p, enum ibv_wr_opcode op,
-			    uint64_t addr, uint32_t rkey, uint32_t len,
-			    uint32_t imm)
+static inline int peer_post(struct peer *p, enum ibv_wr_opcode op, uint64_t addr,
+		     uint32_t rkey, uint32_t len, uint32_t imm)
 {
 	char *src = p->buf + SLOTS * MSG;
 	struct ibv_sge sge = {
@@ -189,7 +191,7 @@ static inline uint64_t get64(const unsigned char *m, int off)
 }
 
 /* Wait for a message of the given type from the module, up to ms. */
-static inline const unsigned char *peer_msg(struct peer *p, int type, int ms)
+static const unsigned char *peer_msg(struct peer *p, int type, int ms)
 {
 	const unsigned char *m;
 	struct ibv_wc wc;
@@ -218,19 +220,35 @@ static inline int peer_advert(struct peer *p)
 	return 0;
 }
 
-/* Send a control message: type, length, stream offset, ADVERT id, flags. */
-static inline int peer_ctl(struct peer *p, int type, uint32_t len,
-			   uint64_t seq, uint32_t id, uint32_t flags)
+/* Where control messages are built before they are sent. */
+static unsigned char *peer_ctl_buf(struct peer *p)
 {
-	unsigned char *m = (unsigned char *)p->buf + SLOTS * MSG + 2048;
+	return (unsigned char *)p->buf + SLOTS * MSG + 2048;
+}
+
+/* Send the control message in peer_ctl_buf(). */
+static inline int peer_ctl_send(struct peer *p)
+{
 	struct ibv_sge sge = {
-		.addr = (uintptr_t)m, .length = MSG, .lkey = p->mr->lkey,
+		.addr = (uintptr_t)peer_ctl_buf(p), .length = MSG,
+		.lkey = p->mr->lkey,
 	};
 	struct ibv_send_wr wr = {
 		.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
 		.send_flags = IBV_SEND_SIGNALED,
 	}, *bad;
 	struct ibv_wc wc;
+
+	if (ibv_post_send(p->id->qp, &wr, &bad))
+		return -1;
+	return cq_wait(p, &wc, 10000) == IBV_WC_SUCCESS ? 0 : -1;
+}
+
+/* Build a control message: type, length, stream offset, ADVERT id, flags. */
+static inline void peer_ctl_fill(struct peer *p, int type, uint32_t len,
+			  uint64_t seq, uint32_t id, uint32_t flags)
+{
+	unsigned char *m = peer_ctl_buf(p);
 	uint32_t v;
 
 	memset(m, 0, MSG);
@@ -244,11 +262,37 @@ static inline int peer_ctl(struct peer *p, int type, uint32_t len,
 	memcpy(m + 40, &v, 4);
 	v = htonl(flags);
 	memcpy(m + 44, &v, 4);
-	if (ibv_post_send(p->id->qp, &wr, &bad))
-		return -1;
-	return cq_wait(p, &wc, 10000) == IBV_WC_SUCCESS ? 0 : -1;
 }
 
+static inline int peer_ctl(struct peer *p, int type, uint32_t len, uint64_t seq,
+		    uint32_t id, uint32_t flags)
+{
+	peer_ctl_fill(p, type, len, seq, id, flags);
+	return peer_ctl_send(p);
+}
+
+/* Write len bytes of 'x' at off in the stream buffer, claiming imm. */
+static inline int peer_write_big(struct peer *p, uint32_t off, uint32_t len,
+			  uint32_t imm)
+{
+	char *src = p->buf + SLOTS * MSG + 4096;
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)src, .length = len, .lkey = p->mr->lkey,
+	};
+	struct ibv_send_wr wr = {
+		.sg_list = &sge, .num_sge = 1,
+		.opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+		.send_flags = IBV_SEND_SIGNALED,
+		.wr.rdma = { .remote_addr = p->addr + off, .rkey = p->rkey },
+	}, *bad;
+	struct ibv_wc wc;
+
+	memset(src, 'x', len);
+	wr.imm_data = htonl(imm);
+	if (ibv_post_send(p->id->qp, &wr, &bad))
+		return -1;
+	return cq_wait(p, &wc, 10000);
+}
 
 /* Write 5 bytes into the ADVERT; returns the completion status. */
 static inline int peer_write_adv(struct peer *p)
@@ -298,34 +342,18 @@ static inline int peer_target(struct peer *p)
 static inline int peer_ctl_mem(struct peer *p, int type, uint32_t len,
 			       uint64_t addr, uint32_t phase, uint32_t id)
 {
-	unsigned char *m = (unsigned char *)p->buf + SLOTS * MSG + 2048;
-	struct ibv_sge sge = {
-		.addr = (uintptr_t)m, .length = MSG, .lkey = p->mr->lkey,
-	};
-	struct ibv_send_wr wr = {
-		.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
-		.send_flags = IBV_SEND_SIGNALED,
-	}, *bad;
-	struct ibv_wc wc;
+	unsigned char *m = peer_ctl_buf(p);
 	uint64_t v64;
 	uint32_t v;
 
-	memset(m, 0, MSG);
-	m[0] = type;
-	m[1] = WIRE_VERSION;
-	v = htonl(len);
-	memcpy(m + 4, &v, 4);
+	peer_ctl_fill(p, type, len, 0, id, 0);
 	v64 = htobe64(addr);
 	memcpy(m + 16, &v64, 8);
 	v = htonl(p->tmr->rkey);
 	memcpy(m + 32, &v, 4);
 	v = htonl(phase);
 	memcpy(m + 36, &v, 4);
-	v = htonl(id);
-	memcpy(m + 40, &v, 4);
-	if (ibv_post_send(p->id->qp, &wr, &bad))
-		return -1;
-	return cq_wait(p, &wc, 10000) == IBV_WC_SUCCESS ? 0 : -1;
+	return peer_ctl_send(p);
 }
 
 /* Tell the module where our stream buffer is, so that it may send. */

@@ -3,7 +3,9 @@
  * rdmastream module: registers the AF_RDMASTREAM socket family.
  */
 #include <linux/module.h>
+#include <linux/mm.h>
 #include <linux/net.h>
+#include <linux/sysfs.h>
 
 #define CREATE_TRACE_POINTS
 #include "rs.h"
@@ -27,6 +29,52 @@ unsigned int rs_default_threshold = 32768;
 module_param_named(direct_threshold, rs_default_threshold, uint, 0644);
 MODULE_PARM_DESC(direct_threshold,
 		 "smallest receive buffer advertised for direct transfer (default 32768)");
+
+/*
+ * Ring memory of all connections, like tcp_mem: bytes of stream and send
+ * rings reserved by connections (from the moment a connection is admitted
+ * until its socket is freed). A connection that would go beyond mem_max
+ * is refused: connect() fails with ENOBUFS, a listener rejects the REQ.
+ */
+unsigned long rs_mem_max;
+module_param_named(mem_max, rs_mem_max, ulong, 0644);
+MODULE_PARM_DESC(mem_max,
+		 "ring memory of all connections in bytes (default, or 0 at load: 1/8 of RAM)");
+
+atomic_long_t rs_mem_used = ATOMIC_LONG_INIT(0);
+
+static int rs_mem_used_get(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%ld\n", atomic_long_read(&rs_mem_used));
+}
+
+static const struct kernel_param_ops rs_mem_used_ops = {
+	.get = rs_mem_used_get,
+};
+module_param_cb(mem_used, &rs_mem_used_ops, NULL, 0444);
+MODULE_PARM_DESC(mem_used, "ring memory in use now, bytes (read-only)");
+
+/*
+ * Closed connections still delivering their data, like tcp_max_orphans:
+ * beyond max_orphans a socket closed with unsent data is reset instead.
+ */
+unsigned int rs_max_orphans = 4096;
+module_param_named(max_orphans, rs_max_orphans, uint, 0644);
+MODULE_PARM_DESC(max_orphans,
+		 "closed sockets that may linger to deliver data (default 4096)");
+
+atomic_t rs_orphans = ATOMIC_INIT(0);
+
+static int rs_orphans_get(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%d\n", atomic_read(&rs_orphans));
+}
+
+static const struct kernel_param_ops rs_orphans_ops = {
+	.get = rs_orphans_get,
+};
+module_param_cb(orphans, &rs_orphans_ops, NULL, 0444);
+MODULE_PARM_DESC(orphans, "closed sockets lingering now (read-only)");
 
 struct workqueue_struct *rs_wq;
 
@@ -62,6 +110,8 @@ static int __init rs_init(void)
 
 	if (!rs_keepalive_secs)
 		rs_keepalive_secs = 1;
+	if (!rs_mem_max)
+		rs_mem_max = (totalram_pages() / 8) << PAGE_SHIFT;
 	if (rs_default_policy < RDMASTREAM_POLICY_DYNAMIC ||
 	    rs_default_policy > RDMASTREAM_POLICY_INDIRECT_ONLY) {
 		pr_err("rdmastream: policy %d is not 0, 1 or 2\n",

@@ -43,12 +43,22 @@ MODULE_PARM_DESC(mem_max,
 
 atomic_long_t rs_mem_used = ATOMIC_LONG_INIT(0);
 
+/*
+ * The counters below are read-only (0444), but a reload with the current
+ * parameters (as selftests/module.c does) passes them too: ignore them.
+ */
+static int rs_param_ignore(const char *val, const struct kernel_param *kp)
+{
+	return 0;
+}
+
 static int rs_mem_used_get(char *buf, const struct kernel_param *kp)
 {
 	return sysfs_emit(buf, "%ld\n", atomic_long_read(&rs_mem_used));
 }
 
 static const struct kernel_param_ops rs_mem_used_ops = {
+	.set = rs_param_ignore,
 	.get = rs_mem_used_get,
 };
 module_param_cb(mem_used, &rs_mem_used_ops, NULL, 0444);
@@ -71,6 +81,7 @@ static int rs_orphans_get(char *buf, const struct kernel_param *kp)
 }
 
 static const struct kernel_param_ops rs_orphans_ops = {
+	.set = rs_param_ignore,
 	.get = rs_orphans_get,
 };
 module_param_cb(orphans, &rs_orphans_ops, NULL, 0444);

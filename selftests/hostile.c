@@ -27,6 +27,12 @@
  *             still returns (the module gives up on the peer), and the
  *             late write cannot reach the buffer.
  * bogus:      a DIRECT naming an ADVERT that does not exist: EPROTO.
+ *
+ * Half-open: peers that send their REQ and never complete the handshake
+ * (they never read the REP, so no RTU goes out; the CM gives up after
+ * tens of seconds) fill the listener's backlog but hold no ring memory
+ * (no MR of the module's), a further connect is refused at once, and
+ * once they are gone the listener takes connections again.
  */
 #include "rs_common.h"
 
@@ -56,6 +62,7 @@ struct peer {
 	uint32_t rkey, size;
 	uint64_t adv_addr;	/* the last ADVERT */
 	uint32_t adv_rkey, adv_len, adv_id;
+	bool half_open;		/* send the REQ only, never complete */
 };
 
 static int cm_wait(struct peer *p, enum rdma_cm_event_type want)
@@ -138,7 +145,7 @@ static int peer_connect(struct peer *p, const struct sockaddr_in *sin)
 			return -1;
 	}
 	if (rdma_connect(p->id, &cp) ||
-	    cm_wait(p, RDMA_CM_EVENT_ESTABLISHED))
+	    (!p->half_open && cm_wait(p, RDMA_CM_EVENT_ESTABLISHED)))
 		return -1;
 	return 0;
 }
@@ -526,6 +533,118 @@ TEST_F_TIMEOUT(hostile_adv, advert, 120)
 			    "BBBBB" : "AAAAA", 5))
 		TH_LOG("the peer wrote into a returned buffer");
 	munmap(r.buf, ADV_LEN);
+}
+
+/* ---- half-open connections ---- */
+
+/* The MRs of RS_RDMADEV from `rdma res show`, or -1. */
+static long mr_count(void)
+{
+	char line[1024], dev[64], *p;
+	long n = -1;
+	FILE *f;
+
+	snprintf(dev, sizeof(dev), " %s: ", rs.rdmadev);
+	f = popen("rdma res show 2>/dev/null", "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (!strstr(line, dev))
+			continue;
+		p = strstr(line, " mr ");
+		if (p)
+			n = strtol(p + 4, NULL, 10);
+	}
+	pclose(f);
+	return n;
+}
+
+#define HALF_OPEN	4	/* the listener's backlog, all taken */
+
+FIXTURE(halfopen)
+{
+	int lfd;
+	struct peer p[HALF_OPEN];
+};
+
+FIXTURE_SETUP(halfopen)
+{
+	memset(self->p, 0, sizeof(self->p));
+	self->lfd = -1;
+	rs_watchdog(_metadata->timeout + 30);
+}
+
+FIXTURE_TEARDOWN(halfopen)
+{
+	int i;
+
+	for (i = 0; i < HALF_OPEN; i++)
+		peer_close(&self->p[i]);
+	if (self->lfd >= 0)
+		close(self->lfd);
+}
+
+TEST_F_TIMEOUT(halfopen, backlog_without_rings, 120)
+{
+	struct sockaddr_in sin;
+	long mr0, mr1;
+	int i, fd, s, err;
+	double t0;
+	char b = 0;
+
+	RS_SKIP_TCP("the module's half-open connections");
+	if (!rs_have_cmd("rdma"))
+		SKIP(return, "no rdma tool");
+	self->lfd = rs_listener_opts(_metadata, &sin, HALF_OPEN, 0);
+	mr0 = mr_count();
+	ASSERT_GE(mr0, 0) TH_LOG("no MR count for %s", rs.rdmadev);
+	for (i = 0; i < HALF_OPEN; i++) {
+		self->p[i].half_open = true;
+		ASSERT_EQ(0, peer_connect(&self->p[i], &sin))
+			TH_LOG("half-open peer %d: %s", i, strerror(errno));
+	}
+	rs_msleep(1000);	/* the REQs are in, the REPs out */
+	mr1 = mr_count();
+	rs_info("halfopen: MRs %ld before, %ld with %d half-open peers", mr0,
+		mr1, HALF_OPEN);
+	/* one MR per peer, its own: the module allocates no rings yet */
+	EXPECT_EQ(mr0 + HALF_OPEN, mr1);
+
+	/* The backlog is full of them: refused, and at once. */
+	fd = rs_socket(0);
+	ASSERT_GE(fd, 0);
+	t0 = rs_now();
+	EXPECT_EQ(-1, connect(fd, (struct sockaddr *)&sin, sizeof(sin)));
+	err = errno;
+	EXPECT_EQ(ECONNREFUSED, err) TH_LOG("connect: %s", strerror(err));
+	EXPECT_LT(rs_now() - t0, 10);
+	close(fd);
+
+	/* They give up (their ids go, with a REJ): room again. */
+	for (i = 0; i < HALF_OPEN; i++) {
+		peer_close(&self->p[i]);
+		memset(&self->p[i], 0, sizeof(self->p[i]));
+	}
+	t0 = rs_now();
+	for (;;) {
+		fd = rs_socket(0);
+		ASSERT_GE(fd, 0);
+		if (!connect(fd, (struct sockaddr *)&sin, sizeof(sin)))
+			break;
+		err = errno;
+		close(fd);
+		ASSERT_LT(rs_now() - t0, 30)
+			TH_LOG("still refused after the peers left: %s",
+			       strerror(err));
+		rs_msleep(200);
+	}
+	rs_info("halfopen: connected %.2f s after the peers left",
+		rs_now() - t0);
+	s = rs_accept(_metadata, self->lfd);
+	ASSERT_EQ(1, send(fd, &b, 1, 0));
+	ASSERT_EQ(1, rs_recv_all(s, &b, 1, 0));
+	close(s);
+	close(fd);
 }
 
 TEST_HARNESS_MAIN

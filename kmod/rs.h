@@ -7,17 +7,25 @@
  * the stream buffer the peer writes into (the only memory the peer can
  * reach) and the send ring the application's bytes are copied into.
  *
- * Locking:
- *  - lock_sock() serialises system calls on a socket;
+ * Locking (order: lock_sock() -> tlock -> lock):
+ *  - lock_sock() serialises system calls on a socket; it is held across
+ *    copies from and to user memory, which may block for ever (FUSE,
+ *    userfaultfd), so nothing but system calls ever takes it;
+ *  - rs_sock.tlock (mutex) serialises the transport's life (create, rings,
+ *    destroy) and every use of cm_id: the rdma_cm handler, the teardown
+ *    work and the system calls that touch the id take it; it is never held
+ *    across a user copy or a wait on the peer;
  *  - rs_sock.lock (spinlock, taken with BHs off) protects the flow state,
- *    the send queue accounting and every ib_post_send/ib_post_recv, which
- *    happen both in process context and in the CQ's softirq handlers;
- *  - the rdma_cm handler runs with the id's handler mutex and takes
- *    lock_sock(); nothing calls rdma_destroy_id() under lock_sock().
+ *    the send queue accounting, cm_id/torn/dead and every
+ *    ib_post_send/ib_post_recv, which happen both in process context and
+ *    in the CQ's softirq handlers;
+ *  - the rdma_cm handler runs with the id's handler mutex and takes tlock;
+ *    nothing calls rdma_destroy_id() under tlock or lock_sock().
  */
 #ifndef RS_H
 #define RS_H
 
+#include <linux/mutex.h>
 #include <linux/sched/signal.h>
 #include <linux/types.h>
 #include <linux/workqueue.h>
@@ -73,6 +81,21 @@ struct rs_ctl {
 } __packed;
 
 #define RS_MSG_SIZE		64
+
+/* Private data of a REJ sent by a listener (wire-format.md). */
+enum rs_rej_reason {
+	RS_REJ_NOT_LISTENING = 1,	/* closed, or shut down for reading */
+	RS_REJ_BACKLOG = 2,		/* accept queue and half-open full */
+	RS_REJ_NOBUFS = 3,		/* ring memory limit (mem_max) */
+	RS_REJ_VERSION = 4,		/* malformed or foreign REQ */
+	RS_REJ_ERROR = 5,		/* no resources for the connection */
+};
+
+struct rs_cm_rej {
+	u8 version;
+	u8 reason;
+	__be16 reserved;
+} __packed;
 
 /* Private data of the rdma_cm REQ and REP. */
 struct rs_cm_pdata {
@@ -248,6 +271,11 @@ struct rs_sock {
 	struct rs_sock *parent;		/* child: listener until accepted */
 	unsigned int pending;		/* listener: children not established */
 
+	struct mutex tlock;		/* transport life and cm_id (rs.h) */
+	struct mem_cgroup *memcg;	/* charged for the rings */
+	unsigned long mem;		/* ring bytes counted in rs_mem_used */
+	bool orphan;			/* counted in rs_orphans (under lock) */
+
 	struct timer_list probe_timer;	/* persist and keepalive probes */
 	struct work_struct teardown_work;
 	struct delayed_work orphan_work;
@@ -312,6 +340,11 @@ enum rs_chain {
 	RS_CHAIN_INLINE = 3,	/* inline WRITE, DIRECT */
 };
 
+extern unsigned long rs_mem_max;
+extern atomic_long_t rs_mem_used;
+extern unsigned int rs_max_orphans;
+extern atomic_t rs_orphans;
+
 /* Data may flow: established, or the peer has closed its side only. */
 static inline bool rs_state_open(int state)
 {
@@ -331,7 +364,11 @@ void rs_conn_fail(struct rs_sock *rs, int err);
 void rs_child_unlink(struct rs_sock *rs);
 
 /* rs_res.c */
+bool rs_mem_charge(unsigned long bytes);
+void rs_mem_uncharge(unsigned long bytes);
+unsigned long rs_ring_bytes(const struct rs_sock *rs, struct ib_device *dev);
 int rs_transport_create(struct rs_sock *rs, struct rdma_cm_id *id);
+int rs_transport_rings(struct rs_sock *rs);
 void rs_transport_destroy(struct rs_sock *rs, struct rdma_cm_id *id);
 void rs_transport_free_rings(struct rs_sock *rs);
 int rs_post_regs(struct rs_sock *rs);
@@ -394,6 +431,7 @@ void rs_schedule_teardown(struct rs_sock *rs);
 void rs_teardown_work(struct work_struct *work);
 void rs_orphan_work(struct work_struct *work);
 void rs_maybe_finish_locked(struct rs_sock *rs);
+void rs_orphan_done(struct rs_sock *rs);
 
 /* rs_pin.c */
 int rs_pin_user(struct rs_pin *p, struct iov_iter *it, u32 max, bool write);

@@ -7,6 +7,7 @@
 #include <linux/in6.h>
 #include <linux/sockios.h>
 #include <asm/ioctls.h>
+#include <linux/memcontrol.h>
 #include <net/ipv6.h>
 #include <net/tcp_states.h>
 
@@ -40,6 +41,8 @@ static void rs_destruct(struct sock *sk)
 
 	WARN_ON_ONCE(rs->transport);
 	rs_transport_free_rings(rs);
+	rs_orphan_done(rs);
+	mem_cgroup_put(rs->memcg);
 	sock_prot_inuse_add(sock_net(sk), &rs_proto, -1);
 }
 
@@ -61,6 +64,10 @@ struct sock *rs_sock_alloc(struct net *net, struct socket *sock, int kern,
 	sk->sk_type = SOCK_STREAM;
 	rs = rs_sk(sk);
 	spin_lock_init(&rs->lock);
+	mutex_init(&rs->tlock);
+	/* a child gets its listener's; see rs_transport_rings() */
+	if (sock)
+		rs->memcg = get_mem_cgroup_from_mm(current->mm);
 	init_waitqueue_head(&rs->dwait);
 	mutex_init(&rs->mr_lock);
 	INIT_LIST_HEAD(&rs->zsends);
@@ -198,10 +205,11 @@ static int rs_bind(struct socket *sock, struct sockaddr *uaddr, int alen)
 	if (rs->is_bound || sk->sk_state != TCP_CLOSE || rs->transport ||
 	    rs->torn)
 		goto out;
+	mutex_lock(&rs->tlock);
 	err = rs_get_id(rs);
-	if (err)
-		goto out;
-	err = rdma_bind_addr(rs->cm_id, addr);
+	if (!err)
+		err = rdma_bind_addr(rs->cm_id, addr);
+	mutex_unlock(&rs->tlock);
 	if (!err)
 		rs->is_bound = true;
 out:
@@ -228,18 +236,20 @@ static int rs_listen(struct socket *sock, int backlog)
 	}
 	if (sk->sk_state != TCP_CLOSE || rs->transport || rs->torn)
 		goto out;
-	err = rs_get_id(rs);
-	if (err)
-		goto out;
 	rs->rcvbuf_ring = sk->sk_rcvbuf;
 	rs->sndbuf_ring = sk->sk_sndbuf;
 	WRITE_ONCE(sk->sk_max_ack_backlog, backlog);
-	err = rdma_listen(rs->cm_id, backlog);
+	/* tlock: device removal may take the id from us */
+	mutex_lock(&rs->tlock);
+	err = rs_get_id(rs);
+	if (!err)
+		err = rdma_listen(rs->cm_id, backlog);
 	if (!err) {
 		rs->listener = true;
 		rs->is_bound = true;
 		rs_set_state(sk, TCP_LISTEN);
 	}
+	mutex_unlock(&rs->tlock);
 out:
 	release_sock(sk);
 	return err;
@@ -337,10 +347,12 @@ static int rs_connect_start(struct rs_sock *rs, struct sockaddr *addr)
 		WRITE_ONCE(sk->sk_shutdown, 0);
 		spin_unlock_bh(&rs->lock);
 	}
+	/* tlock: device removal may take the id from us */
+	mutex_lock(&rs->tlock);
 	if (!rs->cm_id) {
 		err = rs_cm_create_id(rs);
 		if (err)
-			return err;
+			goto out;
 	}
 	rs->rcvbuf_ring = sk->sk_rcvbuf;
 	rs->sndbuf_ring = sk->sk_sndbuf;
@@ -352,6 +364,8 @@ static int rs_connect_start(struct rs_sock *rs, struct sockaddr *addr)
 		if (err == -ENODEV)
 			err = -ENETUNREACH;
 	}
+out:
+	mutex_unlock(&rs->tlock);
 	return err;
 }
 
@@ -424,8 +438,13 @@ static int rs_getname(struct socket *sock, struct sockaddr *addr, int peer)
 		ss = rs->peer_sa;
 	} else if (rs->established) {
 		ss = rs->local_sa;
-	} else if (rs->cm_id) {
-		memcpy(&ss, &rs->cm_id->route.addr.src_addr, sizeof(ss));
+	} else {
+		/* rs->lock: device removal may take the id meanwhile */
+		spin_lock_bh(&rs->lock);
+		if (rs->cm_id)
+			memcpy(&ss, &rs->cm_id->route.addr.src_addr,
+			       sizeof(ss));
+		spin_unlock_bh(&rs->lock);
 		if (!ss.ss_family)
 			ss.ss_family = AF_INET;
 	}

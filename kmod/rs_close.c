@@ -96,6 +96,24 @@ static void rs_teardown_state(struct rs_sock *rs)
 		sk_error_report(sk);
 }
 
+/* A lingering orphan is done (torn down or freed): uncount it. */
+void rs_orphan_done(struct rs_sock *rs)
+{
+	bool was;
+
+	spin_lock_bh(&rs->lock);
+	was = rs->orphan;
+	rs->orphan = false;
+	spin_unlock_bh(&rs->lock);
+	if (was)
+		atomic_dec(&rs_orphans);
+}
+
+/*
+ * Never lock_sock(): a system call may hold it for ever (a user copy
+ * blocked on userfaultfd), and device removal waits for this work to
+ * destroy the id.
+ */
 void rs_teardown_work(struct work_struct *work)
 {
 	struct rs_sock *rs = container_of(work, struct rs_sock, teardown_work);
@@ -104,6 +122,7 @@ void rs_teardown_work(struct work_struct *work)
 
 	if (cancel_delayed_work(&rs->orphan_work))
 		sock_put(sk);
+	mutex_lock(&rs->tlock);
 	if (rs->transport) {
 		if (rs->cm_id)
 			rdma_disconnect(rs->cm_id);
@@ -111,12 +130,14 @@ void rs_teardown_work(struct work_struct *work)
 	}
 	rs_teardown_state(rs);
 	trace_rdmastream_teardown(sk, rs->fin_rcvd, rs->fin_done);
-	lock_sock(sk);
+	spin_lock_bh(&rs->lock);
 	id = rs->cm_id;
 	rs->cm_id = NULL;
+	spin_unlock_bh(&rs->lock);
 	/* a child that failed before ESTABLISHED leaves its listener now */
 	rs_child_unlink(rs);
-	release_sock(sk);
+	mutex_unlock(&rs->tlock);
+	rs_orphan_done(rs);
 	if (id)
 		rs_cm_put_id(rs, id);
 	sock_put(sk);
@@ -157,8 +178,23 @@ out:
 }
 
 /*
+ * Beyond max_orphans lingering closed sockets, as TCP does beyond
+ * tcp_max_orphans: one closed with data the peer does not have yet is
+ * reset instead of joining them. rs->lock is held.
+ */
+static bool rs_too_many_orphans(struct rs_sock *rs)
+{
+	if (rs->flow.tx_head == rs->flow.tx_done ||
+	    atomic_read(&rs_orphans) < READ_ONCE(rs_max_orphans))
+		return false;
+	net_info_ratelimited("rdmastream: too many orphaned sockets\n");
+	return true;
+}
+
+/*
  * Close a connection: FIN after the data, or abort if data is unread, if
- * asked to (a listener's unaccepted children), or with SO_LINGER of 0.
+ * asked to (a listener's unaccepted children), with SO_LINGER of 0, or
+ * when too many closed sockets linger already. Under tlock.
  */
 static void rs_close_conn(struct rs_sock *rs, bool abort)
 {
@@ -169,7 +205,8 @@ static void rs_close_conn(struct rs_sock *rs, bool abort)
 		abort = true;
 	spin_lock_bh(&rs->lock);
 	sock_set_flag(sk, SOCK_DEAD);
-	if (abort || rs_flow_rx_avail(&rs->flow) || !rs->transport) {
+	if (abort || rs_flow_rx_avail(&rs->flow) || !rs->transport ||
+	    rs_too_many_orphans(rs)) {
 		/* no-op once the transport is gone: then it is dead already */
 		rs_abort_locked(rs, ECONNRESET);
 	} else {
@@ -178,6 +215,8 @@ static void rs_close_conn(struct rs_sock *rs, bool abort)
 		rs_push_locked(rs);
 		rs_maybe_finish_locked(rs);
 		if (!rs->torn) {
+			rs->orphan = true;
+			atomic_inc(&rs_orphans);
 			sock_hold(sk);
 			if (!queue_delayed_work(rs_wq, &rs->orphan_work,
 						RS_ORPHAN_TIMEOUT))
@@ -212,6 +251,7 @@ int rs_release(struct socket *sock)
 	struct sock *sk = sock->sk;
 	struct rs_sock *rs;
 	struct rdma_cm_id *id = NULL;
+	bool linger;
 
 	if (!sk)
 		return 0;
@@ -219,13 +259,22 @@ int rs_release(struct socket *sock)
 	lock_sock(sk);
 	if (rs->listener) {
 		rs_close_listener(rs);
-	} else if (rs->transport || rs->torn) {
-		rs_close_conn(rs, false);
-		rs_linger(rs);
 	} else {
-		/* never connected: only an id to drop, if any */
-		id = rs->cm_id;
-		rs->cm_id = NULL;
+		/* tlock: the handler is not half way through building it */
+		mutex_lock(&rs->tlock);
+		linger = rs->transport || rs->torn;
+		if (linger) {
+			rs_close_conn(rs, false);
+		} else {
+			/* never connected: only an id to drop, if any */
+			spin_lock_bh(&rs->lock);
+			id = rs->cm_id;
+			rs->cm_id = NULL;
+			spin_unlock_bh(&rs->lock);
+		}
+		mutex_unlock(&rs->tlock);
+		if (linger)
+			rs_linger(rs);
 	}
 	rs_set_state(sk, TCP_CLOSE);
 	sock_orphan(sk);
@@ -241,12 +290,17 @@ int rs_release(struct socket *sock)
 static void rs_close_listener(struct rs_sock *rs)
 {
 	struct sock *sk = &rs->sk;
-	struct rdma_cm_id *id = rs->cm_id;
 	struct rs_sock *child, *tmp;
+	struct rdma_cm_id *id;
 	LIST_HEAD(children);
 
+	mutex_lock(&rs->tlock);
+	spin_lock_bh(&rs->lock);
+	id = rs->cm_id;
 	rs->cm_id = NULL;
 	rs_set_state(sk, TCP_CLOSE);
+	spin_unlock_bh(&rs->lock);
+	mutex_unlock(&rs->tlock);
 	release_sock(sk);
 	/* after this no CONNECT_REQUEST handler runs for this listener */
 	if (id)
@@ -259,8 +313,10 @@ static void rs_close_listener(struct rs_sock *rs)
 		list_del_init(&child->accept_node);
 		sk_acceptq_removed(sk);
 		lock_sock_nested(&child->sk, SINGLE_DEPTH_NESTING);
+		mutex_lock(&child->tlock);
 		rs_close_conn(child, true);
 		rs_set_state(&child->sk, TCP_CLOSE);
+		mutex_unlock(&child->tlock);
 		release_sock(&child->sk);
 		sock_put(&child->sk);
 	}

@@ -3,15 +3,27 @@
  * Connection management through rdma_cm.
  *
  * Active side: connect() resolves the address; the handler resolves the
- * route, builds the transport and sends a REQ; ESTABLISHED completes
- * connect(). Passive side: a CONNECT_REQUEST on the listener's id creates
- * a child socket with its transport and accepts; the child joins the
- * listener's accept queue when it is ESTABLISHED.
+ * route, builds the transport (no rings yet) and sends a REQ; ESTABLISHED
+ * adds the rings and completes connect(). Passive side: a CONNECT_REQUEST
+ * on the listener's id is admitted (a place in the backlog, ring memory
+ * under mem_max) or rejected at once with a reason; an admitted one gets
+ * a child socket with its transport (no rings yet) and is accepted; the
+ * child gets its rings and joins the listener's accept queue when it is
+ * ESTABLISHED.
+ *
+ * The handler never takes lock_sock(): a system call may hold it for ever
+ * while it copies from or to user memory (userfaultfd, FUSE), and rdma_cm
+ * runs every id's events, device removal included, on shared work queues.
+ * State changes are made under rs->lock, transport changes under
+ * rs->tlock, which no one holds across a user copy.
  *
  * Every cm id holds a reference on its socket (dropped by rs_cm_put_id()
  * after rdma_destroy_id(), or when the handler returns non-zero so that
  * rdma_cm destroys the id itself).
  */
+#include <linux/memcontrol.h>
+#include <rdma/ib_cm.h>
+
 #include "rs.h"
 
 int rs_cm_create_id(struct rs_sock *rs)
@@ -40,7 +52,7 @@ static void rs_pdata_fill(struct rs_cm_pdata *p, struct rs_sock *rs)
 	memset(p, 0, sizeof(*p));
 	p->version = RS_PROTO_VERSION;
 	p->recv_slots = cpu_to_be16(RS_RQ_DEPTH);
-	p->ring_size = cpu_to_be32(rs->rx.size);
+	p->ring_size = cpu_to_be32(rs->flow.rx_size);
 }
 
 static bool rs_pdata_ok(const void *data, u8 len)
@@ -107,7 +119,7 @@ void rs_child_unlink(struct rs_sock *rs)
 
 /*
  * Connection setup failed with err (positive errno). The caller holds
- * lock_sock() and a reference that outlives this call.
+ * tlock and a reference that outlives this call.
  */
 void rs_conn_fail(struct rs_sock *rs, int err)
 {
@@ -147,9 +159,10 @@ static void rs_route_resolved(struct rs_sock *rs, struct rdma_cm_id *id)
 		rs_conn_param(&cp, &p, id);
 		ret = rdma_connect_locked(id, &cp);
 	}
-	if (ret)
-		rs_conn_fail(rs, ret == -ENOMEM || ret == -EPROTONOSUPPORT ?
-			     -ret : EHOSTUNREACH);
+	if (ret == -ENOMEM || ret == -ENOBUFS || ret == -EPROTONOSUPPORT)
+		rs_conn_fail(rs, -ret);
+	else if (ret)
+		rs_conn_fail(rs, EHOSTUNREACH);
 }
 
 static void rs_save_names(struct rs_sock *rs, struct rdma_cm_id *id)
@@ -198,9 +211,16 @@ static void rs_established(struct rs_sock *rs, struct rdma_cm_id *id,
 		rs_conn_fail(rs, EPROTO);
 		return;
 	}
+	err = rs_transport_rings(rs);
+	if (err) {
+		rs_conn_fail(rs, err == -ENOMEM ? ENOMEM : ECONNRESET);
+		return;
+	}
 	rs_save_names(rs, id);
+	spin_lock_bh(&rs->lock);
 	rs->established = true;
 	rs_set_state(sk, TCP_ESTABLISHED);
+	spin_unlock_bh(&rs->lock);
 	err = rs_post_regs(rs);
 	if (err) {
 		pr_warn("rdmastream: registering the rings failed: %d\n", err);
@@ -241,45 +261,76 @@ static struct rs_sock *rs_child_alloc(struct rs_sock *lrs,
 	rs->dthresh = READ_ONCE(lrs->dthresh);
 	if (sock_flag(lsk, SOCK_KEEPOPEN))
 		sock_set_flag(sk, SOCK_KEEPOPEN);
+	if (lrs->memcg)
+		css_get(&lrs->memcg->css);
+	rs->memcg = lrs->memcg;		/* the listener's owner pays */
 	rs_set_state(sk, TCP_SYN_RECV);
 	rs->cm_id = id;
 	id->context = rs;
 	sock_hold(sk);			/* the cm id's reference */
-	rs->parent = lrs;
+	rs->parent = lrs;		/* lrs->pending counts it already */
 	sock_hold(lsk);
-	spin_lock_bh(&lrs->lock);
-	lrs->pending++;
-	spin_unlock_bh(&lrs->lock);
 	return rs;
 }
 
-/* CONNECT_REQUEST on a listener: returning non-zero rejects and frees id. */
-static int rs_conn_request(struct rs_sock *lrs, struct rdma_cm_id *id,
-			   struct rdma_cm_event *ev)
+/*
+ * Refuse a REQ with a reason (wire-format.md); returns err, non-zero, so
+ * that rdma_cm destroys id. The peer's connect() fails with ECONNREFUSED.
+ */
+static int rs_reject(struct rdma_cm_id *id, u8 reason, int err)
+{
+	struct rs_cm_rej rej = {
+		.version = RS_PROTO_VERSION,
+		.reason = reason,
+	};
+
+	rdma_reject(id, &rej, sizeof(rej), IB_CM_REJ_CONSUMER_DEFINED);
+	return err;
+}
+
+/*
+ * May the listener take one more connection? Half-open and established
+ * but unaccepted children together stay below the backlog (at least one,
+ * as listen(fd, 0) must admit one), so neither a connect storm nor peers
+ * that never finish their handshake get more; and the connection's ring
+ * bytes must fit under mem_max. Cheap: nothing is allocated before this.
+ * Returns 0 and counts the child in lrs->pending, or the reject reason.
+ */
+static int rs_admit(struct rs_sock *lrs, unsigned long bytes)
 {
 	struct sock *lsk = &lrs->sk;
+	u32 max = max_t(u32, READ_ONCE(lsk->sk_max_ack_backlog), 1);
+	int reason = 0;
+
+	spin_lock_bh(&lrs->lock);
+	if (lsk->sk_state != TCP_LISTEN)
+		reason = RS_REJ_NOT_LISTENING;
+	else if (lrs->pending + READ_ONCE(lsk->sk_ack_backlog) >= max)
+		reason = RS_REJ_BACKLOG;
+	else if (!rs_mem_charge(bytes))
+		reason = RS_REJ_NOBUFS;
+	else
+		lrs->pending++;
+	spin_unlock_bh(&lrs->lock);
+	return reason;
+}
+
+static void rs_admit_undo(struct rs_sock *lrs, unsigned long bytes)
+{
+	spin_lock_bh(&lrs->lock);
+	lrs->pending--;
+	spin_unlock_bh(&lrs->lock);
+	rs_mem_uncharge(bytes);
+}
+
+/* Build the child's transport and accept; on failure undo all of it. */
+static int rs_child_accept(struct rs_sock *rs, struct rdma_cm_id *id)
+{
 	struct rdma_conn_param cp;
 	struct rs_cm_pdata p;
-	struct rs_sock *rs;
 	int ret;
 
-	if (!rs_pdata_ok(ev->param.conn.private_data,
-			 ev->param.conn.private_data_len) ||
-	    !rs_retries_ok(&ev->param.conn, true))
-		return -EPROTO;
-	lock_sock(lsk);
-	if (lsk->sk_state != TCP_LISTEN ||
-	    lrs->pending + READ_ONCE(lsk->sk_ack_backlog) >
-	    READ_ONCE(lsk->sk_max_ack_backlog)) {
-		release_sock(lsk);
-		return -ECONNREFUSED;
-	}
-	rs = rs_child_alloc(lrs, id);
-	release_sock(lsk);
-	if (!rs)
-		return -ENOMEM;
-
-	lock_sock(&rs->sk);
+	mutex_lock(&rs->tlock);
 	ret = rs_transport_create(rs, id);
 	if (!ret) {
 		rs_pdata_fill(&p, rs);
@@ -291,32 +342,65 @@ static int rs_conn_request(struct rs_sock *lrs, struct rdma_cm_id *id,
 		spin_lock_bh(&rs->lock);
 		rs->dead = true;
 		rs->torn = true;
+		rs->cm_id = NULL;
 		spin_unlock_bh(&rs->lock);
 		rs_transport_destroy(rs, id);
-		rs->cm_id = NULL;
-		release_sock(&rs->sk);
 		rs_child_unlink(rs);
-		sock_put(&rs->sk);	/* the cm id's reference */
-		return ret;
 	}
-	release_sock(&rs->sk);
+	mutex_unlock(&rs->tlock);
+	return ret;
+}
+
+/*
+ * CONNECT_REQUEST on a listener: returning non-zero rejects and frees id.
+ * Runs on rdma_cm's work queue with the new id's handler mutex held; the
+ * listener is only looked at under its rs->lock.
+ */
+static int rs_conn_request(struct rs_sock *lrs, struct rdma_cm_id *id,
+			   struct rdma_cm_event *ev)
+{
+	unsigned long bytes;
+	struct rs_sock *rs;
+	int ret;
+
+	if (!rs_pdata_ok(ev->param.conn.private_data,
+			 ev->param.conn.private_data_len) ||
+	    !rs_retries_ok(&ev->param.conn, true))
+		return rs_reject(id, RS_REJ_VERSION, -EPROTO);
+	bytes = rs_ring_bytes(lrs, id->device);
+	ret = rs_admit(lrs, bytes);
+	if (ret)
+		return rs_reject(id, ret, -ECONNREFUSED);
+	rs = rs_child_alloc(lrs, id);
+	if (!rs) {
+		rs_admit_undo(lrs, bytes);
+		return rs_reject(id, RS_REJ_ERROR, -ENOMEM);
+	}
+	rs->mem = bytes;		/* the child owns the reservation now */
+	ret = rs_child_accept(rs, id);
+	if (ret) {
+		sock_put(&rs->sk);	/* the cm id's reference */
+		return rs_reject(id, RS_REJ_ERROR, ret);
+	}
 	return 0;
 }
 
 /*
  * The device is going away: free everything on it now, from this handler,
  * and have rdma_cm destroy the id by returning non-zero. If a teardown is
- * already under way it owns the id and will destroy it.
+ * already under way it owns the id and will destroy it. Never lock_sock():
+ * a system call may be blocked in a user copy holding it (the rings'
+ * pages it copies stay until the socket is freed).
  */
 static int rs_device_removal(struct rs_sock *rs, struct rdma_cm_id *id)
 {
 	struct sock *sk = &rs->sk;
 
-	lock_sock(sk);
+	mutex_lock(&rs->tlock);
 	spin_lock_bh(&rs->lock);
 	if (rs->torn || rs->cm_id != id) {
 		spin_unlock_bh(&rs->lock);
-		release_sock(sk);
+		mutex_unlock(&rs->tlock);
 		return 0;
 	}
 	rs->torn = true;
@@ -326,18 +410,17 @@ static int rs_device_removal(struct rs_sock *rs, struct rdma_cm_id *id)
 	rs_set_state(sk, TCP_CLOSE);
 	spin_unlock_bh(&rs->lock);
 	rs_transport_destroy(rs, id);
+	spin_lock_bh(&rs->lock);
 	rs->cm_id = NULL;
-	release_sock(sk);
+	spin_unlock_bh(&rs->lock);
+	rs_child_unlink(rs);
+	mutex_unlock(&rs->tlock);
 	/* nothing left for a closed socket's orphan timer to abort */
 	if (cancel_delayed_work(&rs->orphan_work))
 		sock_put(sk);
+	rs_orphan_done(rs);
 	sk->sk_state_change(sk);
 	sk_error_report(sk);
-	if (rs->parent) {
-		lock_sock(sk);
-		rs_child_unlink(rs);
-		release_sock(sk);
-	}
 	sock_put(sk);			/* the cm id's reference */
 	return 1;
 }
@@ -348,8 +431,6 @@ static void rs_cm_event(struct rs_sock *rs, struct rdma_cm_id *id,
 	struct sock *sk = &rs->sk;
 	int ret;
 
-	if (rs->torn || rs->cm_id != id)
-		return;
 	switch (ev->event) {
 	case RDMA_CM_EVENT_ADDR_RESOLVED:
 		ret = rdma_resolve_route(id, RS_RESOLVE_MS);
@@ -390,6 +471,17 @@ static void rs_cm_event(struct rs_sock *rs, struct rdma_cm_id *id,
 	}
 }
 
+/* Is id still rs's own, and rs not being torn down? */
+static bool rs_cm_owns(struct rs_sock *rs, struct rdma_cm_id *id)
+{
+	bool ret;
+
+	spin_lock_bh(&rs->lock);
+	ret = !rs->torn && rs->cm_id == id;
+	spin_unlock_bh(&rs->lock);
+	return ret;
+}
+
 int rs_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 {
 	struct rs_sock *rs = id->context;
@@ -401,9 +493,10 @@ int rs_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	if (ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL)
 		return rs_device_removal(rs, id);
 	sock_hold(sk);
-	lock_sock(sk);
-	rs_cm_event(rs, id, ev);
-	release_sock(sk);
+	mutex_lock(&rs->tlock);
+	if (rs_cm_owns(rs, id))
+		rs_cm_event(rs, id, ev);
+	mutex_unlock(&rs->tlock);
 	sock_put(sk);
 	return 0;
 }

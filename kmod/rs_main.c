@@ -3,7 +3,9 @@
  * rdmastream module: registers the AF_RDMASTREAM socket family.
  */
 #include <linux/module.h>
+#include <linux/mm.h>
 #include <linux/net.h>
+#include <linux/sysfs.h>
 
 #define CREATE_TRACE_POINTS
 #include "rs.h"
@@ -68,6 +70,63 @@ module_param_named(inject_post, rs_inject_post, int, 0644);
 MODULE_PARM_DESC(inject_post,
 		 "testing: fail the next work request chain of kind K (1 ADVERT, 2 zero-copy, 3 inline direct) at position P: K*100+P (default 0: off)");
 
+/*
+ * Ring memory of all connections, like tcp_mem: bytes of stream and send
+ * rings reserved by connections (from the moment a connection is admitted
+ * until its socket is freed). A connection that would go beyond mem_max
+ * is refused: connect() fails with ENOBUFS, a listener rejects the REQ.
+ */
+unsigned long rs_mem_max;
+module_param_named(mem_max, rs_mem_max, ulong, 0644);
+MODULE_PARM_DESC(mem_max,
+		 "ring memory of all connections in bytes (default, or 0 at load: 1/8 of RAM)");
+
+atomic_long_t rs_mem_used = ATOMIC_LONG_INIT(0);
+
+/*
+ * The counters below are read-only (0444), but a reload with the current
+ * parameters (as selftests/module.c does) passes them too: ignore them.
+ */
+static int rs_param_ignore(const char *val, const struct kernel_param *kp)
+{
+	return 0;
+}
+
+static int rs_mem_used_get(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%ld\n", atomic_long_read(&rs_mem_used));
+}
+
+static const struct kernel_param_ops rs_mem_used_ops = {
+	.set = rs_param_ignore,
+	.get = rs_mem_used_get,
+};
+module_param_cb(mem_used, &rs_mem_used_ops, NULL, 0444);
+MODULE_PARM_DESC(mem_used, "ring memory in use now, bytes (read-only)");
+
+/*
+ * Closed connections still delivering their data, like tcp_max_orphans:
+ * beyond max_orphans a socket closed with unsent data is reset instead.
+ */
+unsigned int rs_max_orphans = 4096;
+module_param_named(max_orphans, rs_max_orphans, uint, 0644);
+MODULE_PARM_DESC(max_orphans,
+		 "closed sockets that may linger to deliver data (default 4096)");
+
+atomic_t rs_orphans = ATOMIC_INIT(0);
+
+static int rs_orphans_get(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%d\n", atomic_read(&rs_orphans));
+}
+
+static const struct kernel_param_ops rs_orphans_ops = {
+	.set = rs_param_ignore,
+	.get = rs_orphans_get,
+};
+module_param_cb(orphans, &rs_orphans_ops, NULL, 0444);
+MODULE_PARM_DESC(orphans, "closed sockets lingering now (read-only)");
+
 struct workqueue_struct *rs_wq;
 
 struct proto rs_proto = {
@@ -100,6 +159,8 @@ static int __init rs_init(void)
 {
 	int ret;
 
+	if (!rs_mem_max)
+		rs_mem_max = (totalram_pages() / 8) << PAGE_SHIFT;
 	if (rs_default_policy < RDMASTREAM_POLICY_DYNAMIC ||
 	    rs_default_policy > RDMASTREAM_POLICY_INDIRECT_ONLY) {
 		pr_err("rdmastream: policy %d is not 0, 1 or 2\n",

@@ -2,11 +2,16 @@
 /*
  * Per-connection verbs resources: PD, CQ from the device's CQ pool, RC QP,
  * receive slots, send slots and the two rings. Created from the rdma_cm
- * handler once the device is known; destroyed by rs_transport_destroy(),
- * which drains the QP first so no completion can run afterwards.
+ * handler once the device is known (the rings only when the connection is
+ * established); destroyed by rs_transport_destroy(), which drains the QP
+ * first so no completion can run afterwards. Ring memory is counted
+ * against the module's mem_max and charged to the socket owner's memory
+ * cgroup.
  */
 #include <linux/slab.h>
 #include <linux/dma-mapping.h>
+#include <linux/memcontrol.h>
+#include <linux/sched/mm.h>
 
 #include "rs.h"
 
@@ -138,6 +143,37 @@ static int rs_post_recvs(struct rs_sock *rs)
 	return ret;
 }
 
+/* Count bytes of ring memory against mem_max; false if over it. */
+bool rs_mem_charge(unsigned long bytes)
+{
+	if (atomic_long_add_return(bytes, &rs_mem_used) <=
+	    (long)min_t(unsigned long, READ_ONCE(rs_mem_max), LONG_MAX))
+		return true;
+	atomic_long_sub(bytes, &rs_mem_used);
+	return false;
+}
+
+void rs_mem_uncharge(unsigned long bytes)
+{
+	atomic_long_sub(bytes, &rs_mem_used);
+}
+
+/* The largest ring dev can register in one fast-registration MR. */
+static u32 rs_dev_ring_max(struct ib_device *dev)
+{
+	return min_t(u64, RS_RING_MAX,
+		     (u64)dev->attrs.max_fast_reg_page_list_len << PAGE_SHIFT);
+}
+
+/* Bytes of both rings of a connection of rs on dev. */
+unsigned long rs_ring_bytes(const struct rs_sock *rs, struct ib_device *dev)
+{
+	u32 max = rs_dev_ring_max(dev);
+
+	return (unsigned long)rs_ring_size(rs->rcvbuf_ring, max) +
+	       rs_ring_size(rs->sndbuf_ring, max);
+}
+
 /*
  * Gather entries per direct WRITE, from the device's limit (and the
  * max_send_sge module parameter, which tests use to emulate small
@@ -155,15 +191,17 @@ static void rs_dsend_budget(struct rs_sock *rs, struct ib_device *dev)
 }
 
 /*
- * Build the transport on id's device. On failure everything built so far
- * stays recorded in rs and rs_transport_destroy() releases it.
+ * Build the transport on id's device, all but the rings (and the ADVERT
+ * MRs), which rs_transport_rings() adds once the connection is
+ * established: a half-open connection costs a QP and its slots, no ring
+ * memory, though its ring bytes are reserved against mem_max from here
+ * on (-ENOBUFS beyond it). On failure everything built so far stays
+ * recorded in rs and rs_transport_destroy() releases it. Under tlock.
  */
 int rs_transport_create(struct rs_sock *rs, struct rdma_cm_id *id)
 {
 	struct ib_device *dev = id->device;
-	u32 max_ring = min_t(u64, RS_RING_MAX,
-			     (u64)dev->attrs.max_fast_reg_page_list_len <<
-			     PAGE_SHIFT);
+	u32 max_ring = rs_dev_ring_max(dev);
 	u32 rx_size, tx_size;
 	int ret;
 
@@ -175,6 +213,11 @@ int rs_transport_create(struct rs_sock *rs, struct rdma_cm_id *id)
 	rs_dsend_budget(rs, dev);
 	rx_size = rs_ring_size(rs->rcvbuf_ring, max_ring);
 	tx_size = rs_ring_size(rs->sndbuf_ring, max_ring);
+	if (!rs->mem) {
+		if (!rs_mem_charge((unsigned long)rx_size + tx_size))
+			return -ENOBUFS;
+		rs->mem = (unsigned long)rx_size + tx_size;
+	}
 	rs->dev = dev;
 	rs->transport = true;
 	rs->regs_pending = 1;		/* until rs_reg_done() */
@@ -197,24 +240,45 @@ int rs_transport_create(struct rs_sock *rs, struct rdma_cm_id *id)
 	ret = rs_slots_alloc(rs);
 	if (ret)
 		return ret;
-	rs_dslots_init(rs);
-	ret = rs_ring_alloc(&rs->rx, rx_size);
-	if (ret)
-		return ret;
-	ret = rs_ring_map(&rs->rx, dev, rs->pd, DMA_FROM_DEVICE);
-	if (ret)
-		return ret;
-	ret = rs_ring_alloc(&rs->tx, tx_size);
-	if (ret)
-		return ret;
-	ret = rs_ring_map(&rs->tx, dev, rs->pd, DMA_TO_DEVICE);
-	if (ret)
-		return ret;
+	/* the ring sizes are fixed here; the peer learns them in SETUP */
 	rs_flow_init(&rs->flow, tx_size, rx_size, RS_RQ_DEPTH,
 		     min_t(u32, tx_size / 2, 256U << 10));
 	/* both sides post RS_RQ_DEPTH slots (checked in the CM private data) */
 	rs_flow_set_peer(&rs->flow, 0, RS_RQ_DEPTH);
 	return rs_post_recvs(rs);
+}
+
+/*
+ * The connection is established: allocate and map the rings (the ADVERT
+ * MRs come with the first ADVERT, rs_dslot_mr_prepare()). The pages are charged to the memory cgroup of the socket's
+ * creator (a child's: its listener's), whatever thread runs this. The
+ * peer cannot write before our SETUP, which follows their registration.
+ * Under tlock, before the socket is ESTABLISHED.
+ */
+int rs_transport_rings(struct rs_sock *rs)
+{
+	struct mem_cgroup *old = set_active_memcg(rs->memcg);
+	int ret;
+
+	ret = rs_ring_alloc(&rs->rx, rs->flow.rx_size);
+	if (!ret)
+		ret = rs_ring_alloc(&rs->tx, rs->flow.tx_size);
+	set_active_memcg(old);
+	if (ret)
+		return ret;
+	/* the reservation was made for these sizes or larger ones */
+	if (rs->mem > (unsigned long)rs->rx.size + rs->tx.size) {
+		rs_mem_uncharge(rs->mem - rs->rx.size - rs->tx.size);
+		rs->mem = (unsigned long)rs->rx.size + rs->tx.size;
+	}
+	ret = rs_ring_map(&rs->rx, rs->dev, rs->pd, DMA_FROM_DEVICE);
+	if (ret)
+		return ret;
+	ret = rs_ring_map(&rs->tx, rs->dev, rs->pd, DMA_TO_DEVICE);
+	if (ret)
+		return ret;
+	rs_dslots_init(rs);	/* their MRs come with the first ADVERT */
+	return 0;
 }
 
 /* Register both rings; the SETUP message follows the completion. */
@@ -248,14 +312,20 @@ out:
 }
 
 /*
- * Release all verbs resources. Process context; nothing may post any more
- * (rs->dead is set). This is the connection's fence: ib_drain_qp() moves
- * the QP to the error state and waits until every work request has
- * completed or flushed, so no completion handler runs and no peer can
- * reach any of our memory afterwards. Only then are pinned user pages,
- * MRs and rings released, including those of callers that gave up
- * waiting (orphans). The rings' pages
- * stay: data already in the stream buffer can still be read.
+ * Release all verbs resources. Process context, under tlock but not
+ * lock_sock(): a system call may be copying from or to the rings, or
+ * sleeping on a direct transfer, meanwhile. Nothing may post any more
+ * (rs->dead is set), and every path that touches a verbs resource checks
+ * rs->dead, rs->transport or rs->drained under rs->lock first.
+ *
+ * This is the connection's fence: ib_drain_qp() moves the QP to the error
+ * state and waits until every work request has completed or flushed, so
+ * no completion handler runs and no peer can reach any of our memory
+ * afterwards. Only then are pinned user pages, MRs and rings released,
+ * including those of callers that gave up waiting (orphans). The rings'
+ * pages and their vmap stay until the socket is freed: data already in
+ * the stream buffer can still be read, and a copy in progress never sees
+ * them go.
  */
 void rs_transport_destroy(struct rs_sock *rs, struct rdma_cm_id *id)
 {
@@ -291,7 +361,9 @@ void rs_transport_destroy(struct rs_sock *rs, struct rdma_cm_id *id)
 	if (rs->pd)
 		ib_dealloc_pd(rs->pd);
 	rs->pd = NULL;
+	spin_lock_bh(&rs->lock);
 	rs->transport = false;
+	spin_unlock_bh(&rs->lock);
 }
 
 /*
@@ -314,8 +386,11 @@ bool rs_fence(struct rs_sock *rs, int err)
 	return READ_ONCE(rs->drained);
 }
 
+/* The pages, once nobody can copy from or to them; ends the reservation. */
 void rs_transport_free_rings(struct rs_sock *rs)
 {
 	rs_ring_free(&rs->rx);
 	rs_ring_free(&rs->tx);
+	rs_mem_uncharge(rs->mem);
+	rs->mem = 0;
 }

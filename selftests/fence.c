@@ -574,20 +574,6 @@ TEST(memlock)
 
 /* ---- lazy ADVERT MRs ---- */
 
-static long mr_count(void)
-{
-	FILE *f = popen("rdma res show 2>/dev/null | "
-			"sed -n 's/.* mr \\([0-9]*\\).*/\\1/p' | head -n1", "r");
-	long n = -1;
-
-	if (!f)
-		return -1;
-	if (fscanf(f, "%ld", &n) != 1)
-		n = -1;
-	pclose(f);
-	return n;
-}
-
 TEST(lazy_mr)
 {
 	struct rdmastream_info info;
@@ -597,7 +583,7 @@ TEST(lazy_mr)
 
 	RS_SKIP_TCP("verbs resources");
 	rs_watchdog(60);
-	base = mr_count();
+	base = rs_mr_count();
 	ASSERT_LE(0, base);
 	rs_pair(_metadata, &c, &s);
 	ASSERT_EQ(1, rs_send_all(c, "x", 1, 0));
@@ -605,14 +591,14 @@ TEST(lazy_mr)
 	ASSERT_NE(NULL, buf);
 	ASSERT_EQ(1, recv(s, buf, 1, 0));
 	/* two rings per socket, nothing else */
-	idle = mr_count();
+	idle = rs_mr_count();
 	EXPECT_EQ(base + 4, idle);
 	/* a large blocking receive advertises: now one ADVERT MR */
 	ASSERT_EQ(0, rs_set_timeo(s, SO_RCVTIMEO, 300));
 	EXPECT_EQ(-1, recv(s, buf, BIG, 0));
 	ASSERT_EQ(0, info_get(s, &info));
 	EXPECT_EQ(1, info.rsi_adverts_sent);
-	used = mr_count();
+	used = rs_mr_count();
 	EXPECT_EQ(idle + 1, used);
 	close(c);
 	close(s);

@@ -41,6 +41,12 @@
  *
  * pdata_flags: a REQ whose private data sets a flag the module does not
  *             know is rejected.
+ *
+ * Half-open: peers that send their REQ and never complete the handshake
+ * (they never read the REP, so no RTU goes out; the CM gives up after
+ * tens of seconds) fill the listener's backlog but hold no ring memory
+ * (no MR of the module's), a further connect is refused at once, and
+ * once they are gone the listener takes connections again.
  */
 #include "rs_peer.h"
 
@@ -425,6 +431,96 @@ TEST(pdata_flags)
 		close(s);
 	peer_close(&p);
 	close(lfd);
+}
+
+/* ---- half-open connections ---- */
+
+#define HALF_OPEN	4	/* the listener's backlog, all taken */
+
+FIXTURE(halfopen)
+{
+	int lfd;
+	struct peer p[HALF_OPEN];
+};
+
+FIXTURE_SETUP(halfopen)
+{
+	memset(self->p, 0, sizeof(self->p));
+	self->lfd = -1;
+	rs_watchdog(_metadata->timeout + 30);
+}
+
+FIXTURE_TEARDOWN(halfopen)
+{
+	int i;
+
+	for (i = 0; i < HALF_OPEN; i++)
+		peer_close(&self->p[i]);
+	if (self->lfd >= 0)
+		close(self->lfd);
+}
+
+TEST_F_TIMEOUT(halfopen, backlog_without_rings, 120)
+{
+	struct sockaddr_in sin;
+	long mr0, mr1;
+	int i, fd, s, err;
+	double t0;
+	char b = 0;
+
+	RS_SKIP_TCP("the module's half-open connections");
+	if (!rs_have_cmd("rdma"))
+		SKIP(return, "no rdma tool");
+	self->lfd = rs_listener_opts(_metadata, &sin, HALF_OPEN, 0);
+	mr0 = rs_mr_count();
+	ASSERT_GE(mr0, 0) TH_LOG("no MR count for %s", rs.rdmadev);
+	for (i = 0; i < HALF_OPEN; i++) {
+		self->p[i].half_open = true;
+		ASSERT_EQ(0, peer_connect(&self->p[i], &sin, 0))
+			TH_LOG("half-open peer %d: %s", i, strerror(errno));
+	}
+	rs_msleep(1000);	/* the REQs are in, the REPs out */
+	mr1 = rs_mr_count();
+	rs_info("halfopen: MRs %ld before, %ld with %d half-open peers", mr0,
+		mr1, HALF_OPEN);
+	/* one MR per peer, its own: the module allocates no rings yet */
+	EXPECT_EQ(mr0 + HALF_OPEN, mr1);
+
+	/* The backlog is full of them: refused, and at once. */
+	fd = rs_socket(0);
+	ASSERT_GE(fd, 0);
+	t0 = rs_now();
+	EXPECT_EQ(-1, connect(fd, (struct sockaddr *)&sin, sizeof(sin)));
+	err = errno;
+	EXPECT_EQ(ECONNREFUSED, err) TH_LOG("connect: %s", strerror(err));
+	EXPECT_LT(rs_now() - t0, 10);
+	close(fd);
+
+	/* They give up (their ids go, with a REJ): room again. */
+	for (i = 0; i < HALF_OPEN; i++) {
+		peer_close(&self->p[i]);
+		memset(&self->p[i], 0, sizeof(self->p[i]));
+	}
+	t0 = rs_now();
+	for (;;) {
+		fd = rs_socket(0);
+		ASSERT_GE(fd, 0);
+		if (!connect(fd, (struct sockaddr *)&sin, sizeof(sin)))
+			break;
+		err = errno;
+		close(fd);
+		ASSERT_LT(rs_now() - t0, 30)
+			TH_LOG("still refused after the peers left: %s",
+			       strerror(err));
+		rs_msleep(200);
+	}
+	rs_info("halfopen: connected %.2f s after the peers left",
+		rs_now() - t0);
+	s = rs_accept(_metadata, self->lfd);
+	ASSERT_EQ(1, send(fd, &b, 1, 0));
+	ASSERT_EQ(1, rs_recv_all(s, &b, 1, 0));
+	close(s);
+	close(fd);
 }
 
 TEST_HARNESS_MAIN

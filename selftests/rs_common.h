@@ -823,6 +823,28 @@ static inline bool rs_have_cmd(const char *cmd)
 	return system(buf) == 0;
 }
 
+/* The MRs of RS_RDMADEV from `rdma res show`, or -1. */
+static inline long rs_mr_count(void)
+{
+	char line[1024], dev[64], *p;
+	long n = -1;
+	FILE *f;
+
+	snprintf(dev, sizeof(dev), " %s: ", rs.rdmadev);
+	f = popen("rdma res show 2>/dev/null", "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (!strstr(line, dev))
+			continue;
+		p = strstr(line, " mr ");
+		if (p)
+			n = strtol(p + 4, NULL, 10);
+	}
+	pclose(f);
+	return n;
+}
+
 /* Run a shell command, its output to stderr; returns its exit status. */
 static inline int rs_system(const char *fmt, ...)
 {

@@ -36,6 +36,7 @@ struct peer {
 	uint64_t adv_addr;	/* the last ADVERT */
 	uint32_t adv_rkey, adv_len, adv_id;
 	int last_event;		/* of the CM, as cm_wait() saw it */
+	bool half_open;		/* send the REQ only, never complete */
 	unsigned int nrecv;	/* receives to post: 0 means SLOTS */
 	bool rnr7;		/* ask the module to retry RNR for ever */
 	char *target;		/* our memory for the module to write into */
@@ -124,7 +125,7 @@ static inline int peer_connect(struct peer *p, const struct sockaddr_in *sin,
 			return -1;
 	}
 	if (rdma_connect(p->id, &cp) ||
-	    cm_wait(p, RDMA_CM_EVENT_ESTABLISHED))
+	    (!p->half_open && cm_wait(p, RDMA_CM_EVENT_ESTABLISHED)))
 		return -1;
 	return 0;
 }

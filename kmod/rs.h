@@ -168,11 +168,22 @@ struct rs_sock {
 	bool cm_ref;			/* the cm id holds a sock reference */
 	bool is_bound;			/* bind() succeeded */
 	bool listener;			/* listen() succeeded */
-	struct sockaddr_storage local_sa;	/* names once established */
-	struct sockaddr_storage peer_sa;
 	int nodelay;			/* TCP_NODELAY, accepted and kept */
 	int policy;			/* RDMASTREAM_POLICY_* */
 	u32 dthresh;			/* direct threshold, 0: module's */
+	spinlock_t lock;		/* guards the "under lock" fields */
+	wait_queue_head_t dwait;	/* waits that signals do not end */
+	struct list_head zsends;	/* zero-copy sends in flight (lock) */
+
+	/*
+	 * Everything that belongs to one connection, and only that: zero
+	 * when a socket is created and again when connect() is retried
+	 * after a failed attempt (rs_conn_reset()). A field added here
+	 * cannot be forgotten by either.
+	 */
+	struct_group(conn,
+	struct sockaddr_storage local_sa;	/* names once established */
+	struct sockaddr_storage peer_sa;
 	u32 dsmall;			/* direct receives in a row that got
 					 * less than the threshold (lock_sock)
 					 */
@@ -198,7 +209,6 @@ struct rs_sock {
 	struct rs_reg reg_cqe;
 
 	/* under lock */
-	spinlock_t lock;
 	struct rs_flow flow;
 	u64 sq_posted;
 	u64 sq_done;
@@ -217,11 +227,12 @@ struct rs_sock {
 	struct rs_dtx dtx;		/* direct transfers: sending end */
 	struct rs_drx drx;		/* ...receiving end */
 	struct rs_dslot dslot[RS_ADV_SLOTS];
-	struct list_head zsends;	/* zero-copy sends in flight */
 	bool cancel_wanted;		/* CANCEL to post */
 	bool cancel_ack_wanted;		/* CANCEL_ACK to post */
 	bool drained;			/* QP drained: no peer access left */
-	wait_queue_head_t dwait;	/* waits that signals do not end */
+	u32 rcvbuf_ring;		/* ring sizes fixed at connect time */
+	u32 sndbuf_ring;
+	);
 
 	/* listener */
 	struct list_head accept_q;	/* established children */
@@ -232,8 +243,6 @@ struct rs_sock {
 	struct timer_list probe_timer;	/* persist and keepalive probes */
 	struct work_struct teardown_work;
 	struct delayed_work orphan_work;
-	u32 rcvbuf_ring;		/* ring sizes fixed at connect time */
-	u32 sndbuf_ring;
 };
 
 static inline struct rs_sock *rs_sk(const struct sock *sk)
@@ -291,6 +300,7 @@ static inline bool rs_state_open(int state)
 /* rs_af.c */
 struct sock *rs_sock_alloc(struct net *net, struct socket *sock, int kern,
 			   gfp_t gfp);
+void rs_conn_reset(struct rs_sock *rs);
 void rs_wake(struct sock *sk, __poll_t mask);
 
 /* rs_cm.c */

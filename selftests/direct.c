@@ -2150,4 +2150,91 @@ TEST_F_TIMEOUT(reuse, overwrite_after_send, 60)
 	free(buf);
 }
 
+/* ================================================================== */
+/* 9. A connect() retried after a refused one                         */
+/* ================================================================== */
+
+/*
+ * tx sends rx 1 MiB while rx is blocked in large recv()s (direct), then
+ * 1000 bytes read with small recv()s (indirect): all byte-exact, and the
+ * counters show both paths.
+ */
+static void both_paths(struct __test_metadata *_metadata, int tx, int rx,
+		       unsigned int salt)
+{
+	struct rdmastream_info t0, r0, t1, r1;
+	struct reader big = {
+		.fd = rx, .len = big_len(threshold(rx)), .total = RS_MIB,
+		.key = rs_key(0, 0, salt),
+	};
+	struct reader small = {
+		.fd = rx, .len = 100, .total = 1000, .key = big.key,
+		.off = RS_MIB,
+	};
+
+	snap(_metadata, tx, &t0);
+	snap(_metadata, rx, &r0);
+	ASSERT_EQ(0, pthread_create(&big.thr, NULL, reader_fn, &big));
+	EXPECT_TRUE(wait_advert(tx, &t0))
+		TH_LOG("a blocked recv of %zu bytes sent no ADVERT within 5 s",
+		       big.len);
+	rs_send_pat(_metadata, tx, big.total, big.key, 0);
+	pthread_join(big.thr, NULL);
+	READER_OK(&big, "direct");
+	rs_send_pat(_metadata, tx, small.total, small.key, small.off);
+	ASSERT_EQ(0, pthread_create(&small.thr, NULL, reader_fn, &small));
+	pthread_join(small.thr, NULL);
+	READER_OK(&small, "indirect");
+	snap(_metadata, tx, &t1);
+	snap(_metadata, rx, &r1);
+	show("sender", &t1, &t0);
+	show("receiver", &r1, &r0);
+	check_ways(_metadata, big.total + small.total, &t1, &t0, &r1, &r0);
+	if (rs.tcp)
+		return;
+	EXPECT_GT(D(r1, r0, rsi_direct_bytes_received), 0);
+	EXPECT_GT(D(r1, r0, rsi_indirect_bytes_received), 0);
+	EXPECT_GT(D(r1, r0, rsi_adverts_filled), 0);
+}
+
+TEST(reconnect_after_refused)
+{
+	struct sockaddr_in sin, refusing;
+	struct rdmastream_info i;
+	int lfd, hold, c, s;
+
+	/*
+	 * TCP lets a socket whose connect() was refused connect again; the
+	 * new connection must be as good as one of a fresh socket, on both
+	 * paths and in both directions.
+	 */
+	rs_watchdog(120);
+	lfd = rs_listener(_metadata, &sin);
+	hold = rs_bound(_metadata, 0, &refusing);
+	c = rs_socket(0);
+	ASSERT_GE(c, 0);
+	ASSERT_EQ(-1, connect(c, (struct sockaddr *)&refusing,
+			      sizeof(refusing)));
+	ASSERT_EQ(ECONNREFUSED, errno);
+	close(hold);
+	ASSERT_EQ(0, connect(c, (struct sockaddr *)&sin, sizeof(sin)))
+		TH_LOG("second connect: %s", strerror(errno));
+	s = rs_accept(_metadata, lfd);
+	close(lfd);
+	settle(_metadata, c, s);
+	if (!rs.tcp) {
+		/* nothing of the failed attempt is left in the counters */
+		snap(_metadata, c, &i);
+		EXPECT_EQ(RDMASTREAM_ESTABLISHED, i.rsi_state);
+		EXPECT_EQ(1, i.rsi_bytes_sent);
+		EXPECT_EQ(1, i.rsi_bytes_read);
+		EXPECT_EQ(0, i.rsi_errors);
+		EXPECT_EQ(0, i.rsi_adverts_dead);
+	}
+	both_paths(_metadata, c, s, 90);
+	both_paths(_metadata, s, c, 91);
+	close(c);
+	close(s);
+}
+
 TEST_HARNESS_MAIN

@@ -41,6 +41,9 @@
 #define RS_CANCEL_TIMEOUT	(10 * HZ)	/* peer silent on a CANCEL */
 #define RS_DSMALL_MAX		4	/* small direct receives before backing off */
 #define RS_INV_KICK		(HZ / 10)	/* LOCAL_INV late: kick the QP */
+#define RS_DGRACE_MS		10	/* direct-only: wait for an ADVERT */
+/* Work requests a direct transfer may need: WRITEs plus the DIRECT. */
+#define RS_DSEND_WRS	(DIV_ROUND_UP(RS_DIRECT_PAGES, RS_MAX_SGE) + 1)
 
 /* Control message types (wire format: docs/wire-format.md). */
 enum rs_ctl_type {
@@ -232,7 +235,8 @@ struct rs_sock {
 	bool drained;			/* QP drained: no peer access left */
 	u32 rcvbuf_ring;		/* ring sizes fixed at connect time */
 	u32 sndbuf_ring;
-	);
+
+	); /* conn */
 
 	/* listener */
 	struct list_head accept_q;	/* established children */
@@ -328,7 +332,18 @@ int rs_ring_copy_in(struct rs_ring *r, u32 off, struct iov_iter *from,
 int rs_ring_copy_out(struct rs_ring *r, u32 off, struct iov_iter *to,
 		     u32 len);
 
+/*
+ * Send-ring space worth waking a writer for and reporting EPOLLOUT: as
+ * TCP's sk_stream_is_writeable(), free space of at least half of what is
+ * queued, i.e. a third of the ring.
+ */
+static inline bool rs_tx_writeable(u32 space, u32 size)
+{
+	return (u64)space * 3 >= size;
+}
+
 /* rs_tx.c */
+bool rs_tx_poll_writeable(struct rs_sock *rs);
 int rs_sendmsg(struct socket *sock, struct msghdr *msg, size_t len);
 void rs_push_locked(struct rs_sock *rs);
 void rs_send_done(struct ib_cq *cq, struct ib_wc *wc);

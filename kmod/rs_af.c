@@ -433,7 +433,7 @@ static __poll_t rs_poll_conn(struct rs_sock *rs)
 		mask |= EPOLLIN | EPOLLRDNORM;
 	if (shutdown & SEND_SHUTDOWN || state == TCP_CLOSE)
 		mask |= EPOLLOUT | EPOLLWRNORM;
-	else if (rs->flow.tx_size && rs_tx_space(rs))
+	else if (rs->flow.tx_size && rs_tx_poll_writeable(rs))
 		mask |= EPOLLOUT | EPOLLWRNORM;
 	return mask;
 }

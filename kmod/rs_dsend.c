@@ -19,9 +19,6 @@
 #include "rs.h"
 #include "../uapi/linux/rdmastream.h"
 
-/* Work requests a direct transfer may need: WRITEs plus the DIRECT. */
-#define RS_DSEND_WRS	(DIV_ROUND_UP(RS_DIRECT_PAGES, RS_MAX_SGE) + 1)
-
 int rs_policy(const struct rs_sock *rs)
 {
 	return READ_ONCE(rs->policy);
@@ -311,6 +308,9 @@ long rs_dsend(struct rs_sock *rs, struct msghdr *msg, u32 len, long *timeo)
 			if (!ret)
 				continue;
 		}
+		/* a non-blocking send goes indirect rather than fail */
+		if (!*timeo)
+			return 0;
 		ret = rs_may_wait(*timeo);
 		if (ret)
 			return ret;

@@ -70,7 +70,7 @@ void rs_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	struct rs_recv *r = container_of(wc->wr_cqe, struct rs_recv, cqe);
 	struct rs_sock *rs = r->rs;
 	__poll_t mask;
-	u32 credits;
+	u32 credits, space;
 
 	spin_lock(&rs->lock);
 	if (wc->status != IB_WC_SUCCESS) {
@@ -79,6 +79,7 @@ void rs_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 		return;
 	}
 	credits = rs->flow.credits;
+	space = rs_flow_tx_space(&rs->flow);
 	mask = rs_recv_msg_locked(rs, r, wc);
 	/* a direct sender may be waiting for its first spare credits */
 	if (credits < 2 && rs->flow.credits >= 2)
@@ -86,6 +87,10 @@ void rs_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	if (!rs->dead && rs_post_recv_locked(rs, r))
 		rs_abort_locked(rs, ECONNRESET);
 	rs_push_locked(rs);
+	/* an inline write the window let go freed send-ring space at once */
+	if (!rs_tx_writeable(space, rs->flow.tx_size) &&
+	    rs_tx_writeable(rs_flow_tx_space(&rs->flow), rs->flow.tx_size))
+		mask |= EPOLLOUT | EPOLLWRNORM;
 	spin_unlock(&rs->lock);
 	/*
 	 * SETUP and ACK move the window; the send completions that follow

@@ -122,7 +122,8 @@ static int rs_post_chunk(struct rs_sock *rs, const struct rs_chunk *c)
 	 * needs no completion of its own.
 	 */
 	if (inl && rs->flow.tx_done == rs->flow.tx_sent - c->len) {
-		rs->flow.tx_done = rs->flow.tx_sent;
+		/* pairs with the acquire in rs_tx_space() */
+		smp_store_release(&rs->flow.tx_done, rs->flow.tx_sent);
 		last = false;
 	}
 	if (rs_post_slot(rs, &wr.wr, !inl || last, false)) {
@@ -265,10 +266,41 @@ u32 rs_tx_space(struct rs_sock *rs)
 	return f->tx_size - (u32)(READ_ONCE(f->tx_head) - done);
 }
 
+/*
+ * Poll's EPOLLOUT: a send would make progress now, and more than a byte
+ * of it. Send-ring space above rs_tx_writeable()'s threshold, or an
+ * ADVERT a direct send can write into at once.
+ */
+bool rs_tx_poll_writeable(struct rs_sock *rs)
+{
+	if (rs_tx_writeable(rs_tx_space(rs), rs->flow.tx_size))
+		return true;
+	return rs_policy(rs) != RDMASTREAM_POLICY_INDIRECT_ONLY &&
+	       READ_ONCE(rs->dtx.count) && rs_dsend_ready(rs);
+}
+
+/*
+ * Should a send completion wake writers? When the send ring crosses the
+ * writeable threshold (not on every freed byte, as TCP's
+ * sk_stream_write_space()), and when a direct send waiting for send
+ * queue slots may go on. rs->lock is held.
+ */
+static bool rs_send_wake_locked(struct rs_sock *rs, u32 space, u32 sq_free)
+{
+	u32 size = rs->flow.tx_size;
+
+	if (!rs_tx_writeable(space, size) &&
+	    rs_tx_writeable(rs_flow_tx_space(&rs->flow), size))
+		return true;
+	return rs->dtx.count && sq_free < RS_DSEND_WRS &&
+	       rs_sq_free(rs) >= RS_DSEND_WRS;
+}
+
 void rs_send_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct rs_send *s = container_of(wc->wr_cqe, struct rs_send, cqe);
 	struct rs_sock *rs = s->rs;
+	u32 space, sq_free;
 	bool writable;
 
 	spin_lock(&rs->lock);
@@ -284,15 +316,18 @@ void rs_send_done(struct ib_cq *cq, struct ib_wc *wc)
 		return;
 	}
 	rs->stats.completions++;
+	space = rs_flow_tx_space(&rs->flow);
+	sq_free = rs_sq_free(rs);
 	if (s->seq + 1 > rs->sq_done)
 		rs->sq_done = s->seq + 1;
 	if (s->tx_end > rs->flow.tx_done)
-		rs->flow.tx_done = s->tx_end;
+		/* pairs with the acquire in rs_tx_space() */
+		smp_store_release(&rs->flow.tx_done, s->tx_end);
 	if (s->fin)
 		rs->fin_done = true;
 	rs_push_locked(rs);
 	rs_maybe_finish_locked(rs);
-	writable = rs_flow_tx_space(&rs->flow) > 0 || s->fin;
+	writable = rs_send_wake_locked(rs, space, sq_free) || s->fin;
 	spin_unlock(&rs->lock);
 	if (writable)
 		rs_wake(&rs->sk, EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);
@@ -366,25 +401,57 @@ static long rs_wait_space(struct rs_sock *rs, long *timeo, bool direct)
 	}
 }
 
-/* Direct-only: wait until an ADVERT can be written into. */
+/*
+ * Direct-only: wait for an ADVERT to write into, for RS_DGRACE_MS at most
+ * and never longer than the send timeout. 0 when one came, 1 when none
+ * did, or an errno.
+ */
 static int rs_wait_advert(struct rs_sock *rs, long *timeo)
 {
 	struct sock *sk = &rs->sk;
 	DEFINE_WAIT_FUNC(wait, woken_wake_function);
+	long left = min_t(long, *timeo, msecs_to_jiffies(RS_DGRACE_MS));
+	long was;
 	int err;
 
 	for (;;) {
 		err = rs_send_error(rs, true);
-		if (err || rs_dsend_ready(rs))
-			return err;
-		err = rs_may_wait(*timeo);
 		if (err)
 			return err;
+		if (rs_dsend_ready(rs))
+			return 0;
+		if (!left)
+			return 1;
+		if (signal_pending(current))
+			return sock_intr_errno(*timeo);
+		was = left;
 		add_wait_queue(sk_sleep(sk), &wait);
-		sk_wait_event(sk, timeo, rs_dsend_ready(rs) ||
+		sk_wait_event(sk, &left, rs_dsend_ready(rs) ||
 			      rs_send_error(rs, false), &wait);
 		remove_wait_queue(sk_sleep(sk), &wait);
+		if (*timeo != MAX_SCHEDULE_TIMEOUT)
+			*timeo -= min(*timeo, was - left);
 	}
+}
+
+/*
+ * Direct-only found no ADVERT: 0 when one came within the grace period
+ * (send direct), 1 when the bytes go indirect, or an errno. A sender
+ * that found none stays degraded, and sends indirect without waiting,
+ * until the receiver advertises again (rs_dtx_degrade()).
+ */
+static int rs_direct_only_wait(struct rs_sock *rs, long *timeo)
+{
+	int ret = 1;
+
+	if (!READ_ONCE(rs->dtx.degraded))
+		ret = rs_wait_advert(rs, timeo);
+	if (ret == 1) {
+		spin_lock_bh(&rs->lock);
+		rs_dtx_degrade(&rs->dtx);
+		spin_unlock_bh(&rs->lock);
+	}
+	return ret;
 }
 
 /* Copy up to space bytes into the send ring and commit them indirect. */
@@ -435,12 +502,15 @@ int rs_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
 				continue;
 			}
 			err = ret ? ret : rs_send_error(rs, true);
-			if (!err && rs_policy(rs) ==
-			    RDMASTREAM_POLICY_DIRECT_ONLY)
-				err = rs_wait_advert(rs, &timeo);
-			if (err || rs_policy(rs) ==
-			    RDMASTREAM_POLICY_DIRECT_ONLY)
+			if (err)
 				continue;
+			if (rs_policy(rs) == RDMASTREAM_POLICY_DIRECT_ONLY) {
+				ret = rs_direct_only_wait(rs, &timeo);
+				if (ret < 0)
+					err = ret;
+				if (ret <= 0)
+					continue;
+			}
 		}
 		ret = rs_wait_space(rs, &timeo, direct);
 		if (ret < 0)

@@ -342,8 +342,17 @@ static inline bool rs_tx_writeable(u32 space, u32 size)
 	return (u64)space * 3 >= size;
 }
 
+/* What writers wait for (rs_writers_wake_locked()). */
+struct rs_writers {
+	u32 space;		/* free send-ring bytes */
+	u32 sq_free;		/* free send queue slots */
+	u32 unsent;		/* queued indirect bytes */
+};
+
 /* rs_tx.c */
 bool rs_tx_poll_writeable(struct rs_sock *rs);
+void rs_writers_snap_locked(struct rs_sock *rs, struct rs_writers *w);
+bool rs_writers_wake_locked(struct rs_sock *rs, const struct rs_writers *w);
 int rs_sendmsg(struct socket *sock, struct msghdr *msg, size_t len);
 void rs_push_locked(struct rs_sock *rs);
 void rs_send_done(struct ib_cq *cq, struct ib_wc *wc);

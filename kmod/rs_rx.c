@@ -69,8 +69,9 @@ void rs_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct rs_recv *r = container_of(wc->wr_cqe, struct rs_recv, cqe);
 	struct rs_sock *rs = r->rs;
+	struct rs_writers w;
 	__poll_t mask;
-	u32 credits, space;
+	u32 credits;
 
 	spin_lock(&rs->lock);
 	if (wc->status != IB_WC_SUCCESS) {
@@ -79,7 +80,7 @@ void rs_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 		return;
 	}
 	credits = rs->flow.credits;
-	space = rs_flow_tx_space(&rs->flow);
+	rs_writers_snap_locked(rs, &w);
 	mask = rs_recv_msg_locked(rs, r, wc);
 	/* a direct sender may be waiting for its first spare credits */
 	if (credits < 2 && rs->flow.credits >= 2)
@@ -87,9 +88,8 @@ void rs_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	if (!rs->dead && rs_post_recv_locked(rs, r))
 		rs_abort_locked(rs, ECONNRESET);
 	rs_push_locked(rs);
-	/* an inline write the window let go freed send-ring space at once */
-	if (!rs_tx_writeable(space, rs->flow.tx_size) &&
-	    rs_tx_writeable(rs_flow_tx_space(&rs->flow), rs->flow.tx_size))
+	/* what the window let go: inline writes free their space at once */
+	if (rs_writers_wake_locked(rs, &w))
 		mask |= EPOLLOUT | EPOLLWRNORM;
 	spin_unlock(&rs->lock);
 	/*

@@ -279,28 +279,39 @@ bool rs_tx_poll_writeable(struct rs_sock *rs)
 	       READ_ONCE(rs->dtx.count) && rs_dsend_ready(rs);
 }
 
+/* What writers wait for, before a completion handler changes it. */
+void rs_writers_snap_locked(struct rs_sock *rs, struct rs_writers *w)
+{
+	w->space = rs_flow_tx_space(&rs->flow);
+	w->sq_free = rs_sq_free(rs);
+	w->unsent = rs_flow_tx_unsent(&rs->flow);
+}
+
 /*
- * Should a send completion wake writers? When the send ring crosses the
- * writeable threshold (not on every freed byte, as TCP's
- * sk_stream_write_space()), and when a direct send waiting for send
- * queue slots may go on. rs->lock is held.
+ * Should a completion handler wake writers? When the send ring crossed
+ * the writeable threshold (not on every freed byte: TCP's
+ * sk_stream_write_space()), and, while an ADVERT is queued, when a
+ * direct send may go on: enough send queue slots came back, or the last
+ * queued indirect byte went out. rs->lock is held.
  */
-static bool rs_send_wake_locked(struct rs_sock *rs, u32 space, u32 sq_free)
+bool rs_writers_wake_locked(struct rs_sock *rs, const struct rs_writers *w)
 {
 	u32 size = rs->flow.tx_size;
 
-	if (!rs_tx_writeable(space, size) &&
+	if (!rs_tx_writeable(w->space, size) &&
 	    rs_tx_writeable(rs_flow_tx_space(&rs->flow), size))
 		return true;
-	return rs->dtx.count && sq_free < RS_DSEND_WRS &&
-	       rs_sq_free(rs) >= RS_DSEND_WRS;
+	if (!rs->dtx.count)
+		return false;
+	return (w->sq_free < RS_DSEND_WRS && rs_sq_free(rs) >= RS_DSEND_WRS) ||
+	       (w->unsent && !rs_flow_tx_unsent(&rs->flow));
 }
 
 void rs_send_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct rs_send *s = container_of(wc->wr_cqe, struct rs_send, cqe);
 	struct rs_sock *rs = s->rs;
-	u32 space, sq_free;
+	struct rs_writers w;
 	bool writable;
 
 	spin_lock(&rs->lock);
@@ -316,8 +327,7 @@ void rs_send_done(struct ib_cq *cq, struct ib_wc *wc)
 		return;
 	}
 	rs->stats.completions++;
-	space = rs_flow_tx_space(&rs->flow);
-	sq_free = rs_sq_free(rs);
+	rs_writers_snap_locked(rs, &w);
 	if (s->seq + 1 > rs->sq_done)
 		rs->sq_done = s->seq + 1;
 	if (s->tx_end > rs->flow.tx_done)
@@ -327,7 +337,7 @@ void rs_send_done(struct ib_cq *cq, struct ib_wc *wc)
 		rs->fin_done = true;
 	rs_push_locked(rs);
 	rs_maybe_finish_locked(rs);
-	writable = rs_send_wake_locked(rs, space, sq_free) || s->fin;
+	writable = rs_writers_wake_locked(rs, &w) || s->fin;
 	spin_unlock(&rs->lock);
 	if (writable)
 		rs_wake(&rs->sk, EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);

@@ -2484,8 +2484,9 @@ TEST_F_TIMEOUT(degrade, nonblocking_sender, 60)
 	EXPECT_FALSE(rx.mismatch);
 	EXPECT_EQ(rx.total, rx.done);
 	snap(_metadata, self->c, &c1);
-	if (!rs.tcp)
+	if (!rs.tcp) {
 		EXPECT_EQ(rx.total, D(c1, c0, rsi_indirect_bytes_sent));
+	}
 	free(buf);
 }
 

@@ -772,10 +772,11 @@ TEST_F_TIMEOUT(poll, direct_only_nonblocking_no_busy_loop, 120)
 	 * send that makes progress: poll and send agree.
 	 */
 	ASSERT_NE(NULL, buf);
-	if (!rs.tcp)
+	if (!rs.tcp) {
 		ASSERT_EQ(0, rs_setint(self->c, SOL_RDMASTREAM,
 				       RDMASTREAM_POLICY,
 				       RDMASTREAM_POLICY_DIRECT_ONLY));
+	}
 	ASSERT_EQ(0, rs_set_nonblock(self->c, true));
 	ep = ep_add(self->c, EPOLLOUT);
 	ASSERT_GE(ep, 0);

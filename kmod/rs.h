@@ -52,6 +52,9 @@
 #define RS_DRAIN_TIMEOUT	(5 * HZ)	/* a fenced caller's wait */
 #define RS_DSMALL_MAX		4	/* small direct receives before backing off */
 #define RS_INV_KICK		(HZ / 10)	/* LOCAL_INV late: kick the QP */
+#define RS_DGRACE_MS		10	/* direct-only: wait for an ADVERT */
+/* Work requests a direct transfer may need: WRITEs plus the DIRECT. */
+#define RS_DSEND_WRS	(DIV_ROUND_UP(RS_DIRECT_PAGES, RS_MAX_SGE) + 1)
 
 /* Control message types (wire format: docs/wire-format.md). */
 enum rs_ctl_type {
@@ -206,11 +209,22 @@ struct rs_sock {
 	bool cm_ref;			/* the cm id holds a sock reference */
 	bool is_bound;			/* bind() succeeded */
 	bool listener;			/* listen() succeeded */
-	struct sockaddr_storage local_sa;	/* names once established */
-	struct sockaddr_storage peer_sa;
 	int nodelay;			/* TCP_NODELAY, accepted and kept */
 	int policy;			/* RDMASTREAM_POLICY_* */
 	u32 dthresh;			/* direct threshold, 0: module's */
+	spinlock_t lock;		/* guards the "under lock" fields */
+	wait_queue_head_t dwait;	/* waits that signals do not end */
+	struct list_head zsends;	/* zero-copy sends in flight (lock) */
+
+	/*
+	 * Everything that belongs to one connection, and only that: zero
+	 * when a socket is created and again when connect() is retried
+	 * after a failed attempt (rs_conn_reset()). A field added here
+	 * cannot be forgotten by either.
+	 */
+	struct_group(conn,
+	struct sockaddr_storage local_sa;	/* names once established */
+	struct sockaddr_storage peer_sa;
 	u32 dsmall;			/* direct receives in a row that got
 					 * less than the threshold (lock_sock)
 					 */
@@ -228,7 +242,6 @@ struct rs_sock {
 	u32 dsend_pages;		/* ...and the pages it may gather */
 	u32 dmax;			/* largest ADVERT, bytes */
 	u32 dslots_mr;			/* ADVERT slots with an MR (lazy) */
-	struct mutex mr_lock;		/* creating vs freeing slot MRs */
 	struct rs_ring rx;		/* the peer writes here */
 	struct rs_ring tx;		/* we copy here and write from here */
 	struct rs_send *sends;		/* RS_SQ_DEPTH slots */
@@ -240,7 +253,6 @@ struct rs_sock {
 	struct rs_reg reg_cqe;
 
 	/* under lock */
-	spinlock_t lock;
 	struct rs_flow flow;
 	u64 sq_posted;
 	u64 sq_done;
@@ -259,11 +271,13 @@ struct rs_sock {
 	struct rs_dtx dtx;		/* direct transfers: sending end */
 	struct rs_drx drx;		/* ...receiving end */
 	struct rs_dslot dslot[RS_ADV_SLOTS];
-	struct list_head zsends;	/* zero-copy sends in flight */
 	bool cancel_wanted;		/* CANCEL to post */
 	bool cancel_ack_wanted;		/* CANCEL_ACK to post */
 	bool drained;			/* QP drained: no peer access left */
-	wait_queue_head_t dwait;	/* waits that signals do not end */
+	u32 rcvbuf_ring;		/* ring sizes fixed at connect time */
+	u32 sndbuf_ring;
+
+	); /* conn */
 
 	/* listener */
 	struct list_head accept_q;	/* established children */
@@ -272,6 +286,7 @@ struct rs_sock {
 	unsigned int pending;		/* listener: children not established */
 
 	struct mutex tlock;		/* transport life and cm_id (rs.h) */
+	struct mutex mr_lock;		/* creating vs freeing slot MRs */
 	struct mem_cgroup *memcg;	/* charged for the rings */
 	unsigned long mem;		/* ring bytes counted in rs_mem_used */
 	bool orphan;			/* counted in rs_orphans (under lock) */
@@ -279,8 +294,6 @@ struct rs_sock {
 	struct timer_list probe_timer;	/* persist and keepalive probes */
 	struct work_struct teardown_work;
 	struct delayed_work orphan_work;
-	u32 rcvbuf_ring;		/* ring sizes fixed at connect time */
-	u32 sndbuf_ring;
 };
 
 static inline struct rs_sock *rs_sk(const struct sock *sk)
@@ -354,6 +367,7 @@ static inline bool rs_state_open(int state)
 /* rs_af.c */
 struct sock *rs_sock_alloc(struct net *net, struct socket *sock, int kern,
 			   gfp_t gfp);
+void rs_conn_reset(struct rs_sock *rs);
 void rs_wake(struct sock *sk, __poll_t mask);
 
 /* rs_cm.c */
@@ -388,7 +402,27 @@ int rs_ring_copy_in(struct rs_ring *r, u32 off, struct iov_iter *from,
 int rs_ring_copy_out(struct rs_ring *r, u32 off, struct iov_iter *to,
 		     u32 len);
 
+/*
+ * Send-ring space worth waking a writer for and reporting EPOLLOUT: as
+ * TCP's sk_stream_is_writeable(), free space of at least half of what is
+ * queued, i.e. a third of the ring.
+ */
+static inline bool rs_tx_writeable(u32 space, u32 size)
+{
+	return (u64)space * 3 >= size;
+}
+
+/* What writers wait for (rs_writers_wake_locked()). */
+struct rs_writers {
+	u32 space;		/* free send-ring bytes */
+	u32 sq_free;		/* free send queue slots */
+	u32 unsent;		/* queued indirect bytes */
+};
+
 /* rs_tx.c */
+bool rs_tx_poll_writeable(struct rs_sock *rs);
+void rs_writers_snap_locked(struct rs_sock *rs, struct rs_writers *w);
+bool rs_writers_wake_locked(struct rs_sock *rs, const struct rs_writers *w);
 int rs_sendmsg(struct socket *sock, struct msghdr *msg, size_t len);
 void rs_push_locked(struct rs_sock *rs);
 void rs_send_done(struct ib_cq *cq, struct ib_wc *wc);

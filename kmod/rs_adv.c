@@ -66,6 +66,7 @@ bool rs_dtx_on_advert(struct rs_dtx *t, const struct rs_advert *a)
 	if (!a->len || a->filled || !rs_phase_direct(a->phase))
 		return false;
 	t->st.adverts++;
+	t->degraded = false;	/* the receiver does advertise */
 	rs_dtx_pick(t);
 	if (t->count == RS_ADV_SLOTS)
 		return false;
@@ -131,6 +132,20 @@ void rs_dtx_on_cancel(struct rs_dtx *t)
 		t->phase++;
 		t->st.switches++;
 	}
+}
+
+/*
+ * Direct-only found no ADVERT to write into when it needed one: the
+ * receiver is not advertising (indirect-only, non-blocking or small
+ * receives, MSG_PEEK). Send indirect from now on, without waiting for
+ * ADVERTs, until the next one arrives.
+ */
+void rs_dtx_degrade(struct rs_dtx *t)
+{
+	if (t->degraded)
+		return;
+	t->degraded = true;
+	t->st.degrades++;
 }
 
 void rs_drx_init(struct rs_drx *r)

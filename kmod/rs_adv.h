@@ -56,6 +56,7 @@ struct rs_dtx_stats {
 	u64 direct_bytes;
 	u64 indirect_bytes;
 	u64 switches;		/* phase switches */
+	u64 degrades;		/* direct-only went indirect: no ADVERT */
 };
 
 /* The sending end. */
@@ -65,6 +66,11 @@ struct rs_dtx {
 	u32 count;
 	u32 phase;		/* P_S */
 	u64 seq;		/* S_S: stream bytes committed to either path */
+	/*
+	 * Direct-only: the receiver had no ADVERT when one was wanted, so
+	 * the sender goes indirect, as dynamic does, until an ADVERT comes.
+	 */
+	bool degraded;
 	struct rs_dtx_stats st;
 };
 
@@ -114,6 +120,7 @@ struct rs_advert *rs_dtx_pick(struct rs_dtx *t);
 bool rs_dtx_direct_sent(struct rs_dtx *t, u32 n);
 void rs_dtx_indirect_sent(struct rs_dtx *t, u32 n);
 void rs_dtx_on_cancel(struct rs_dtx *t);
+void rs_dtx_degrade(struct rs_dtx *t);
 
 /* receiver */
 void rs_drx_init(struct rs_drx *r);

@@ -46,6 +46,20 @@ static void rs_destruct(struct sock *sk)
 	sock_prot_inuse_add(sock_net(sk), &rs_proto, -1);
 }
 
+/*
+ * Every per-connection field to its initial state. At creation, and when
+ * connect() is retried after a failed attempt whose teardown has finished:
+ * no transport, no cm id, no handler or timer can touch the socket then.
+ */
+void rs_conn_reset(struct rs_sock *rs)
+{
+	WARN_ON_ONCE(rs->transport || !list_empty(&rs->zsends));
+	rs_transport_free_rings(rs);
+	spin_lock_bh(&rs->lock);
+	memset(&rs->conn, 0, sizeof(rs->conn));
+	spin_unlock_bh(&rs->lock);
+}
+
 struct sock *rs_sock_alloc(struct net *net, struct socket *sock, int kern,
 			   gfp_t gfp)
 {
@@ -71,6 +85,7 @@ struct sock *rs_sock_alloc(struct net *net, struct socket *sock, int kern,
 	init_waitqueue_head(&rs->dwait);
 	mutex_init(&rs->mr_lock);
 	INIT_LIST_HEAD(&rs->zsends);
+	rs_conn_reset(rs);
 	rs->policy = READ_ONCE(rs_default_policy);
 	if (rs->policy < 0 || rs->policy > RDMASTREAM_POLICY_INDIRECT_ONLY)
 		rs->policy = RDMASTREAM_POLICY_DYNAMIC;
@@ -332,20 +347,8 @@ static int rs_connect_start(struct rs_sock *rs, struct sockaddr *addr)
 		if (rs->transport || rs->cm_id ||
 		    sk->sk_state != TCP_CLOSE)
 			return -EALREADY;
-		rs_transport_free_rings(rs);
-		spin_lock_bh(&rs->lock);
-		rs->torn = false;
-		rs->dead = false;
-		rs->peer_ready = false;
-		rs->fin_done = false;
-		rs->fin_rcvd = false;
-		rs->established = false;
-		rs->sq_posted = 0;
-		rs->sq_done = 0;
-		rs->sq_signaled = 0;
-		memset(&rs->flow, 0, sizeof(rs->flow));
+		rs_conn_reset(rs);
 		WRITE_ONCE(sk->sk_shutdown, 0);
-		spin_unlock_bh(&rs->lock);
 	}
 	/* tlock: device removal may take the id from us */
 	mutex_lock(&rs->tlock);
@@ -474,7 +477,7 @@ static __poll_t rs_poll_conn(struct rs_sock *rs)
 		mask |= EPOLLIN | EPOLLRDNORM;
 	if (shutdown & SEND_SHUTDOWN || state == TCP_CLOSE)
 		mask |= EPOLLOUT | EPOLLWRNORM;
-	else if (rs->flow.tx_size && rs_tx_space(rs))
+	else if (rs->flow.tx_size && rs_tx_poll_writeable(rs))
 		mask |= EPOLLOUT | EPOLLWRNORM;
 	return mask;
 }

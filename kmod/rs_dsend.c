@@ -420,6 +420,9 @@ long rs_dsend(struct rs_sock *rs, struct msghdr *msg, u32 len, long *timeo)
 			if (!ret)
 				continue;
 		}
+		/* a non-blocking send goes indirect rather than fail */
+		if (!*timeo)
+			return 0;
 		ret = rs_may_wait(*timeo);
 		if (ret)
 			return ret;

@@ -79,6 +79,7 @@ void rs_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct rs_recv *r = container_of(wc->wr_cqe, struct rs_recv, cqe);
 	struct rs_sock *rs = r->rs;
+	struct rs_writers w;
 	__poll_t mask;
 	u32 credits;
 
@@ -89,6 +90,7 @@ void rs_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 		return;
 	}
 	credits = rs->flow.credits;
+	rs_writers_snap_locked(rs, &w);
 	mask = rs_recv_msg_locked(rs, r, wc);
 	/* a direct sender may be waiting for its first spare credits */
 	if (credits < 2 && rs->flow.credits >= 2)
@@ -96,6 +98,9 @@ void rs_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	if (!rs->dead && rs_post_recv_locked(rs, r))
 		rs_abort_locked(rs, ECONNRESET);
 	rs_push_locked(rs);
+	/* what the window let go: inline writes free their space at once */
+	if (rs_writers_wake_locked(rs, &w))
+		mask |= EPOLLOUT | EPOLLWRNORM;
 	spin_unlock(&rs->lock);
 	/*
 	 * SETUP and ACK move the window; the send completions that follow

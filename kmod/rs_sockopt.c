@@ -82,6 +82,7 @@ static void rs_info_direct(struct rs_sock *rs, struct rdmastream_info *info)
 	info->rsi_local_invalidates = rs->stats.local_invs;
 	info->rsi_remote_invalidates = rs->stats.remote_invs;
 	info->rsi_errors = rs->stats.errors;
+	info->rsi_direct_degrades = t->degrades;
 }
 
 static void rs_info_fill(struct rs_sock *rs, struct rdmastream_info *info)

@@ -319,10 +319,52 @@ u32 rs_tx_space(struct rs_sock *rs)
 	return f->tx_size - (u32)(READ_ONCE(f->tx_head) - done);
 }
 
+/*
+ * Poll's EPOLLOUT: a send would make progress now, and more than a byte
+ * of it. Send-ring space above rs_tx_writeable()'s threshold, or an
+ * ADVERT a direct send can write into at once.
+ */
+bool rs_tx_poll_writeable(struct rs_sock *rs)
+{
+	if (rs_tx_writeable(rs_tx_space(rs), rs->flow.tx_size))
+		return true;
+	return rs_policy(rs) != RDMASTREAM_POLICY_INDIRECT_ONLY &&
+	       READ_ONCE(rs->dtx.count) && rs_dsend_ready(rs);
+}
+
+/* What writers wait for, before a completion handler changes it. */
+void rs_writers_snap_locked(struct rs_sock *rs, struct rs_writers *w)
+{
+	w->space = rs_flow_tx_space(&rs->flow);
+	w->sq_free = rs_sq_free(rs);
+	w->unsent = rs_flow_tx_unsent(&rs->flow);
+}
+
+/*
+ * Should a completion handler wake writers? When the send ring crossed
+ * the writeable threshold (not on every freed byte: TCP's
+ * sk_stream_write_space()), and, while an ADVERT is queued, when a
+ * direct send may go on: enough send queue slots came back, or the last
+ * queued indirect byte went out. rs->lock is held.
+ */
+bool rs_writers_wake_locked(struct rs_sock *rs, const struct rs_writers *w)
+{
+	u32 size = rs->flow.tx_size;
+
+	if (!rs_tx_writeable(w->space, size) &&
+	    rs_tx_writeable(rs_flow_tx_space(&rs->flow), size))
+		return true;
+	if (!rs->dtx.count)
+		return false;
+	return (w->sq_free < RS_DSEND_WRS && rs_sq_free(rs) >= RS_DSEND_WRS) ||
+	       (w->unsent && !rs_flow_tx_unsent(&rs->flow));
+}
+
 void rs_send_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct rs_send *s = container_of(wc->wr_cqe, struct rs_send, cqe);
 	struct rs_sock *rs = s->rs;
+	struct rs_writers w;
 	bool writable;
 
 	spin_lock(&rs->lock);
@@ -338,6 +380,7 @@ void rs_send_done(struct ib_cq *cq, struct ib_wc *wc)
 		return;
 	}
 	rs->stats.completions++;
+	rs_writers_snap_locked(rs, &w);
 	if (s->seq + 1 > rs->sq_done)
 		rs->sq_done = s->seq + 1;
 	if (s->tx_end > rs->flow.tx_done) {
@@ -351,7 +394,7 @@ void rs_send_done(struct ib_cq *cq, struct ib_wc *wc)
 		rs->fin_done = true;
 	rs_push_locked(rs);
 	rs_maybe_finish_locked(rs);
-	writable = rs_flow_tx_space(&rs->flow) > 0 || s->fin;
+	writable = rs_writers_wake_locked(rs, &w) || s->fin;
 	spin_unlock(&rs->lock);
 	if (writable)
 		rs_wake(&rs->sk, EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);
@@ -425,25 +468,57 @@ static long rs_wait_space(struct rs_sock *rs, long *timeo, bool direct)
 	}
 }
 
-/* Direct-only: wait until an ADVERT can be written into. */
+/*
+ * Direct-only: wait for an ADVERT to write into, for RS_DGRACE_MS at most
+ * and never longer than the send timeout. 0 when one came, 1 when none
+ * did, or an errno.
+ */
 static int rs_wait_advert(struct rs_sock *rs, long *timeo)
 {
 	struct sock *sk = &rs->sk;
 	DEFINE_WAIT_FUNC(wait, woken_wake_function);
+	long left = min_t(long, *timeo, msecs_to_jiffies(RS_DGRACE_MS));
+	long was;
 	int err;
 
 	for (;;) {
 		err = rs_send_error(rs, true);
-		if (err || rs_dsend_ready(rs))
-			return err;
-		err = rs_may_wait(*timeo);
 		if (err)
 			return err;
+		if (rs_dsend_ready(rs))
+			return 0;
+		if (!left)
+			return 1;
+		if (signal_pending(current))
+			return sock_intr_errno(*timeo);
+		was = left;
 		add_wait_queue(sk_sleep(sk), &wait);
-		sk_wait_event(sk, timeo, rs_dsend_ready(rs) ||
+		sk_wait_event(sk, &left, rs_dsend_ready(rs) ||
 			      rs_send_error(rs, false), &wait);
 		remove_wait_queue(sk_sleep(sk), &wait);
+		if (*timeo != MAX_SCHEDULE_TIMEOUT)
+			*timeo -= min(*timeo, was - left);
 	}
+}
+
+/*
+ * Direct-only found no ADVERT: 0 when one came within the grace period
+ * (send direct), 1 when the bytes go indirect, or an errno. A sender
+ * that found none stays degraded, and sends indirect without waiting,
+ * until the receiver advertises again (rs_dtx_degrade()).
+ */
+static int rs_direct_only_wait(struct rs_sock *rs, long *timeo)
+{
+	int ret = 1;
+
+	if (!READ_ONCE(rs->dtx.degraded))
+		ret = rs_wait_advert(rs, timeo);
+	if (ret == 1) {
+		spin_lock_bh(&rs->lock);
+		rs_dtx_degrade(&rs->dtx);
+		spin_unlock_bh(&rs->lock);
+	}
+	return ret;
 }
 
 /* Copy up to space bytes into the send ring and commit them indirect. */
@@ -499,12 +574,15 @@ int rs_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
 				continue;
 			}
 			err = ret ? ret : rs_send_error(rs, true);
-			if (!err && rs_policy(rs) ==
-			    RDMASTREAM_POLICY_DIRECT_ONLY)
-				err = rs_wait_advert(rs, &timeo);
-			if (err || rs_policy(rs) ==
-			    RDMASTREAM_POLICY_DIRECT_ONLY)
+			if (err)
 				continue;
+			if (rs_policy(rs) == RDMASTREAM_POLICY_DIRECT_ONLY) {
+				ret = rs_direct_only_wait(rs, &timeo);
+				if (ret < 0)
+					err = ret;
+				if (ret <= 0)
+					continue;
+			}
 		}
 		ret = rs_wait_space(rs, &timeo, direct);
 		if (ret < 0)

@@ -5,6 +5,10 @@
  * resets and pending connections.
  *
  * Knob: RS_PINGPONG (10000) messages in epoll_et_pingpong.
+ *
+ * Writability follows TCP's rule (sk_stream_is_writeable()): POLLOUT once
+ * the free send buffer space is at least half of what is queued, i.e. a
+ * third of the send ring, not at the first free byte.
  */
 #include "rs_common.h"
 
@@ -607,6 +611,214 @@ TEST_F_TIMEOUT(poll, epoll_et_pingpong, 300)
 	rs_info("pingpong: %lu round trips in %.2f s (%.1f us each), %lu+%lu wakeups, %lu+%lu empty",
 		count, dt, dt * 1e6 / count, a.events, b.events, a.empty,
 		b.empty);
+}
+
+/* ---- writability threshold ---- */
+
+/* The send ring of fd and the peer's stream buffer, from RDMASTREAM_INFO. */
+static void rings(int fd, uint32_t *tx, uint32_t *peer)
+{
+	struct rdmastream_info i = { 0 };
+	socklen_t len = sizeof(i);
+
+	if (!rs.tcp && !getsockopt(fd, SOL_RDMASTREAM, RDMASTREAM_INFO, &i,
+				   &len)) {
+		*tx = i.rsi_tx_ring;
+		*peer = i.rsi_peer_ring;
+		return;
+	}
+	*tx = 256 * RS_KIB;	/* what the options below ask for */
+	*peer = 64 * RS_KIB;
+}
+
+/* Wait until fd's unsent+unacknowledged bytes dropped to at most want. */
+static int wait_outq(int fd, int want, int ms)
+{
+	double end = rs_now() + ms / 1000.0;
+	int q = -1;
+
+	while (!ioctl(fd, SIOCOUTQ, &q) && q > want && rs_now() < end)
+		rs_msleep(5);
+	return q;
+}
+
+TEST_F_TIMEOUT(poll, pollout_threshold, 60)
+{
+	uint64_t key = rs_key(0, 0, 32);
+	struct sockaddr_in sin;
+	struct later l = { };
+	uint32_t tx, peer, little;
+	int lfd, c, s, q0, q;
+	ssize_t total;
+	char *buf;
+
+	/*
+	 * A large send ring (256 KiB) in front of a small stream buffer
+	 * (64 KiB): filled, then the reader frees a little, less than a
+	 * third of the send ring (not writable), then more (writable, and
+	 * a blocked poll wakes).
+	 */
+	lfd = rs_socket(0);
+	ASSERT_GE(lfd, 0);
+	ASSERT_EQ(0, rs_setint(lfd, SOL_SOCKET, SO_RCVBUF, 32 * RS_KIB));
+	rs_sin(&sin, rs.addr, 0);
+	ASSERT_EQ(0, bind(lfd, (struct sockaddr *)&sin, sizeof(sin)));
+	ASSERT_EQ(0, listen(lfd, 1));
+	ASSERT_EQ(0, getsockname(lfd, (struct sockaddr *)&sin,
+				 &(socklen_t){ sizeof(sin) }));
+	c = rs_socket(0);
+	ASSERT_GE(c, 0);
+	ASSERT_EQ(0, rs_setint(c, SOL_SOCKET, SO_SNDBUF, 128 * RS_KIB));
+	ASSERT_EQ(0, connect(c, (struct sockaddr *)&sin, sizeof(sin)));
+	s = rs_accept(_metadata, lfd);
+	close(lfd);
+	rs_send_pat(_metadata, c, 1, key, 0);
+	rs_recv_pat(_metadata, s, 1, key, 0);
+	rings(c, &tx, &peer);
+	rs_info("send ring %u, peer's stream buffer %u", tx, peer);
+	/* a window update goes out once a quarter of the buffer is read */
+	little = peer / 4 + 4096;
+	ASSERT_LT(little + peer / 8, tx / 3);
+
+	total = rs_fill_pipe(c, key ^ 1);
+	ASSERT_GT(total, 0);
+	EXPECT_EQ(0, rs_poll(c, POLLOUT, 200)) TH_LOG("full: POLLOUT");
+	ASSERT_EQ(0, ioctl(c, SIOCOUTQ, &q0));
+
+	buf = malloc(little);
+	ASSERT_NE(NULL, buf);
+	ASSERT_EQ((ssize_t)little, rs_recv_all(s, buf, little, 0));
+	free(buf);
+	/* the window opened and the send ring gave back what went out */
+	q = wait_outq(c, q0 - (int)little, 3000);
+	if (!rs.tcp) {
+		EXPECT_LE(q, q0 - (int)little)
+			TH_LOG("send ring still full: SIOCOUTQ %d", q);
+	}
+	rs_msleep(100);
+	EXPECT_EQ(0, rs_poll(c, POLLOUT, 200))
+		TH_LOG("POLLOUT with %d of %u bytes free", (int)tx - q, tx);
+
+	/* enough for a third of the ring: a blocked poll wakes up */
+	l.drain = tx / 2;
+	later_start(_metadata, &l, s, LATER_DRAIN, 200);
+	EXPECT_EQ(POLLOUT, rs_poll(c, POLLOUT, 10000));
+	later_join(_metadata, &l);
+	ASSERT_EQ(0, ioctl(c, SIOCOUTQ, &q));
+	if (!rs.tcp) {
+		EXPECT_GE(3 * (int64_t)(tx - q), (int64_t)tx)
+			TH_LOG("POLLOUT with %d of %u bytes free", (int)tx - q,
+			       tx);
+	}
+	close(c);
+	close(s);
+}
+
+/* Reads total bytes of pattern key with recv()s of len. */
+struct bulk_reader {
+	int fd;
+	size_t len;
+	unsigned int pause_ms;	/* after each recv */
+	uint64_t total, key, done;
+	int err;
+	bool mismatch;
+	pthread_t thr;
+};
+
+static void *bulk_reader_fn(void *arg)
+{
+	struct bulk_reader *r = arg;
+	char *buf = malloc(r->len);
+	ssize_t n;
+
+	while (buf && r->done < r->total) {
+		n = recv(r->fd, buf, r->len, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			r->err = n ? errno : EPIPE;
+			break;
+		}
+		if (rs_pat_check(buf, n, r->key, r->done) != (size_t)n) {
+			r->mismatch = true;
+			break;
+		}
+		r->done += n;
+		rs_msleep(r->pause_ms);
+	}
+	free(buf);
+	return NULL;
+}
+
+TEST_F_TIMEOUT(poll, direct_only_nonblocking_no_busy_loop, 120)
+{
+	struct bulk_reader r = {
+		.fd = self->s, .len = 256 * RS_KIB, .total = 4 * RS_MIB,
+		.key = rs_key(0, 0, 33), .pause_ms = 5,
+	};
+	unsigned long wakeups = 0, sends = 0, spins = 0;
+	struct rdmastream_info i = { 0 };
+	struct epoll_event ev;
+	char *buf = malloc(64 * RS_KIB);
+	uint64_t off = 0;
+	bool polled = false;
+	ssize_t n;
+	int ep;
+
+	/*
+	 * A direct-only sender, non-blocking, driven by epoll; the reader's
+	 * large blocking recv()s advertise now and then, and it pauses so
+	 * that the send ring fills. Every EPOLLOUT must be followed by a
+	 * send that makes progress: poll and send agree.
+	 */
+	ASSERT_NE(NULL, buf);
+	if (!rs.tcp) {
+		ASSERT_EQ(0, rs_setint(self->c, SOL_RDMASTREAM,
+				       RDMASTREAM_POLICY,
+				       RDMASTREAM_POLICY_DIRECT_ONLY));
+	}
+	ASSERT_EQ(0, rs_set_nonblock(self->c, true));
+	ep = ep_add(self->c, EPOLLOUT);
+	ASSERT_GE(ep, 0);
+	ASSERT_EQ(0, pthread_create(&r.thr, NULL, bulk_reader_fn, &r));
+	while (off < r.total && spins < 100) {
+		n = r.total - off < 64 * RS_KIB ? r.total - off : 64 * RS_KIB;
+		rs_pat_fill(buf, n, r.key, off);
+		n = send(self->c, buf, n, 0);
+		if (n > 0) {
+			off += n;
+			sends++;
+			polled = false;
+			continue;
+		}
+		ASSERT_EQ(EAGAIN, errno) TH_LOG("send: %s", strerror(errno));
+		if (polled)
+			spins++;	/* EPOLLOUT, then EAGAIN */
+		ASSERT_EQ(1, epoll_wait(ep, &ev, 1, 10000))
+			TH_LOG("no EPOLLOUT within 10 s after %llu bytes",
+			       (unsigned long long)off);
+		wakeups++;
+		polled = true;
+	}
+	if (off < r.total)
+		shutdown(self->c, SHUT_WR);	/* the reader gets EOF */
+	pthread_join(r.thr, NULL);
+	close(ep);
+	if (!rs.tcp) {
+		socklen_t len = sizeof(i);
+
+		ASSERT_EQ(0, getsockopt(self->c, SOL_RDMASTREAM,
+					RDMASTREAM_INFO, &i, &len));
+	}
+	rs_info("%lu sends, %lu EPOLLOUT wake-ups, %lu followed by EAGAIN; %llu bytes direct, %llu indirect",
+		sends, wakeups, spins,
+		(unsigned long long)i.rsi_direct_bytes_sent,
+		(unsigned long long)i.rsi_indirect_bytes_sent);
+	EXPECT_EQ(0, spins) TH_LOG("EPOLLOUT without a send that goes");
+	EXPECT_EQ(0, r.err) TH_LOG("recv: %s", strerror(r.err));
+	EXPECT_FALSE(r.mismatch);
+	EXPECT_EQ(r.total, r.done);
+	free(buf);
 }
 
 /* ---- listening sockets ---- */

@@ -176,6 +176,40 @@ static int test_advert_checks(void)
 	return 0;
 }
 
+/* Direct-only's degraded mode: set once per lack of ADVERTs, cleared by one. */
+static int test_degrade(void)
+{
+	struct rs_dtx t;
+	struct rs_advert a = mk_adv(1, 0, 1, 0);
+
+	rs_dtx_init(&t);
+	if (!CHECK(!t.degraded && !t.st.degrades, "not degraded at first"))
+		return -1;
+	rs_dtx_degrade(&t);
+	rs_dtx_degrade(&t);
+	if (!CHECK(t.degraded && t.st.degrades == 1, "degraded, counted once"))
+		return -1;
+	rs_dtx_indirect_sent(&t, 10);
+	a.seq = 10;
+	a.phase = 1;
+	if (!CHECK(rs_dtx_on_advert(&t, &a) && !t.degraded &&
+		   picked(&t) == 1, "an ADVERT ends it"))
+		return -1;
+	rs_dtx_degrade(&t);
+	a.seq = 5;
+	a.phase = 3;
+	a.id = 2;
+	if (!CHECK(rs_dtx_on_advert(&t, &a) && !t.degraded &&
+		   t.st.degrades == 2, "any valid one: the peer advertises"))
+		return -1;
+	a.len = 0;
+	rs_dtx_degrade(&t);
+	if (!CHECK(!rs_dtx_on_advert(&t, &a) && t.degraded,
+		   "a refused one does not"))
+		return -1;
+	return 0;
+}
+
 static int test_waitall_sender(void)
 {
 	struct rs_dtx t;
@@ -1179,6 +1213,7 @@ int main(int argc, char **argv)
 		{ "stale", test_stale },
 		{ "advert_checks", test_advert_checks },
 		{ "waitall_sender", test_waitall_sender },
+		{ "degrade", test_degrade },
 		{ "estimate", test_estimate },
 		{ "direct_checks", test_direct_checks },
 		{ "may_advert", test_may_advert },

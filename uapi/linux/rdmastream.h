@@ -44,11 +44,19 @@
 /*
  * Transfer policies. Dynamic (the default) writes straight into the
  * receiver's buffer when it has advertised one and through the receiver's
- * stream buffer otherwise, switching automatically. Direct-only makes a
- * sender wait for an advertised buffer and a receiver advertise every
- * blocking receive (a non-blocking one finds no data). Indirect-only never
- * advertises and never writes direct. The two are the baselines of the
- * MacArthur-Russell evaluation; each end follows its own socket's policy.
+ * stream buffer otherwise, switching automatically. Direct-only means
+ * "direct whenever the receiver advertises": a receiver advertises every
+ * blocking receive whatever its size, and a blocking sender with no
+ * advertised buffer waits for one for a short grace period (10 ms, and
+ * never longer than SO_SNDTIMEO) before it sends through the stream
+ * buffer instead; a non-blocking send does not wait. A sender that had to
+ * do that stays "degraded" (sends as dynamic does, without waiting) until
+ * the receiver's next advertisement arrives, so a peer that never
+ * advertises (indirect-only, non-blocking or small receives, MSG_PEEK)
+ * costs one grace period, not a stall; rsi_direct_degrades counts these.
+ * Indirect-only never advertises and never writes direct. The two are the
+ * baselines of the MacArthur-Russell evaluation; each end follows its own
+ * socket's policy.
  */
 enum {
 	RDMASTREAM_POLICY_DYNAMIC = 0,
@@ -109,6 +117,8 @@ struct rdmastream_info {
 	__u64	rsi_local_invalidates;	/* buffers we had to invalidate ourselves */
 	__u64	rsi_remote_invalidates;	/* buffers the peer's send invalidated */
 	__u64	rsi_errors;		/* failed work completions seen */
+	/* policy direct-only, sizes grow only by appending after this point */
+	__u64	rsi_direct_degrades;	/* times it went indirect: no ADVERT */
 };
 
 #define RDMASTREAM_INFO_F_PEER_READY	(1U << 0) /* peer buffer known */

@@ -32,6 +32,12 @@
  *
  * lazy_mr: a connection that never advertises holds only its two ring
  * MRs; ADVERT MRs appear with the first direct receive.
+ *
+ * sge2_scattered: with max_send_sge=2 (a device with few gather entries)
+ * a zero-copy send from a buffer whose pages are physically scattered
+ * needs a WRITE per two pages; it must be cut to fit the send queue, and
+ * once send() has returned the buffer is the application's: overwriting
+ * it at once must not change what the receiver gets.
  */
 #include "rs_peer.h"
 
@@ -603,6 +609,83 @@ TEST(lazy_mr)
 	close(c);
 	close(s);
 	free(buf);
+}
+
+/* ---- few gather entries ---- */
+
+/*
+ * len bytes of user memory whose pages are never physically adjacent in
+ * virtual order (a memfd mapped page by page in reverse), so that no two
+ * pages merge into one gather entry.
+ */
+static char *scattered_buf(size_t len)
+{
+	size_t ps = sysconf(_SC_PAGESIZE), n = len / ps, i;
+	int fd = memfd_create("rs-scattered", 0);
+	char *va;
+
+	if (fd < 0 || ftruncate(fd, len))
+		return NULL;
+	va = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	for (i = 0; va != MAP_FAILED && i < n; i++)
+		if (mmap(va + i * ps, ps, PROT_READ | PROT_WRITE,
+			 MAP_SHARED | MAP_FIXED, fd, (n - 1 - i) * ps) ==
+		    MAP_FAILED)
+			va = MAP_FAILED;
+	close(fd);
+	return va == MAP_FAILED ? NULL : va;
+}
+
+struct waitall_rx {
+	int fd;
+	char *buf;
+	ssize_t ret;
+	pthread_t thr;
+};
+
+static void *waitall_main(void *arg)
+{
+	struct waitall_rx *r = arg;
+
+	r->ret = recv(r->fd, r->buf, BIG, MSG_WAITALL);
+	return NULL;
+}
+
+TEST(sge2_scattered)
+{
+	struct rdmastream_info info;
+	struct waitall_rx r = {};
+	size_t bad;
+	char *src;
+	int c;
+
+	RS_SKIP_TCP("module parameter max_send_sge");
+	rs_watchdog(60);
+	ASSERT_EQ(0, param_set("max_send_sge", 2));
+	rs_pair(_metadata, &c, &r.fd);
+	src = scattered_buf(BIG);
+	r.buf = malloc(BIG);
+	ASSERT_NE(NULL, src);
+	ASSERT_NE(NULL, r.buf);
+	rs_pat_fill(src, BIG, 77, 0);
+	ASSERT_EQ(0, pthread_create(&r.thr, NULL, waitall_main, &r));
+	ASSERT_EQ(0, wait_advert(c, 5000));
+	ASSERT_EQ(BIG, send(c, src, BIG, 0));
+	/* the buffer is ours again: the receiver must not see this */
+	memset(src, 0xff, BIG);
+	pthread_join(r.thr, NULL);
+	ASSERT_EQ(BIG, r.ret);
+	bad = rs_pat_check(r.buf, BIG, 77, 0);
+	EXPECT_EQ(BIG, bad) TH_LOG("received data differs at %zu", bad);
+	ASSERT_EQ(0, info_get(c, &info));
+	EXPECT_EQ(BIG, info.rsi_direct_bytes_sent);
+	/* 256 scattered pages, at most 63 WRITEs of 2 per transfer */
+	EXPECT_LE(3, info.rsi_zcopy_sends);
+	close(c);
+	close(r.fd);
+	EXPECT_EQ(0, param_set("max_send_sge", 16));
+	munmap(src, BIG);
+	free(r.buf);
 }
 
 TEST_HARNESS_MAIN

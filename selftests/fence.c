@@ -655,12 +655,15 @@ TEST(sge2_scattered)
 {
 	struct rdmastream_info info;
 	struct waitall_rx r = {};
+	long pins, now;
 	size_t bad;
 	char *src;
 	int c;
 
 	RS_SKIP_TCP("module parameter max_send_sge");
 	rs_watchdog(60);
+	pins = pins_held();
+	ASSERT_LE(0, pins);
 	ASSERT_EQ(0, param_set("max_send_sge", 2));
 	rs_pair(_metadata, &c, &r.fd);
 	src = scattered_buf(BIG);
@@ -686,6 +689,8 @@ TEST(sge2_scattered)
 	EXPECT_EQ(0, param_set("max_send_sge", 16));
 	munmap(src, BIG);
 	free(r.buf);
+	now = pins_settle(pins);
+	EXPECT_EQ(pins, now) TH_LOG("%ld pages still pinned", now - pins);
 }
 
 TEST_HARNESS_MAIN

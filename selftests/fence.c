@@ -50,13 +50,20 @@
 /* 6 RNR retries of 491 ms, plus a receive timeout and slack */
 #define RNR_BOUND	6.0
 
-/* Pages pinned with FOLL_PIN and not yet unpinned, machine-wide. */
+/*
+ * Pages pinned with FOLL_PIN and not yet unpinned, machine-wide. The
+ * counters are per-CPU and folded into /proc/vmstat about once a second;
+ * vm.stat_refresh folds them now, so that the reading is exact.
+ */
 static long pins_held(void)
 {
 	long acq = -1, rel = -1, v;
 	char name[64];
-	FILE *f = fopen("/proc/vmstat", "r");
+	FILE *f = fopen("/proc/sys/vm/stat_refresh", "w");
 
+	if (!f || fputs("1\n", f) < 0 || fclose(f))
+		return -1;
+	f = fopen("/proc/vmstat", "r");
 	if (!f)
 		return -1;
 	while (fscanf(f, "%63s %ld", name, &v) == 2) {

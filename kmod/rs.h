@@ -54,7 +54,6 @@
 #define RS_INV_KICK		(HZ / 10)	/* LOCAL_INV late: kick the QP */
 #define RS_DGRACE_MS		10	/* direct-only: wait for an ADVERT */
 /* Work requests a direct transfer may need: WRITEs plus the DIRECT. */
-#define RS_DSEND_WRS	(DIV_ROUND_UP(RS_DIRECT_PAGES, RS_MAX_SGE) + 1)
 
 /* Control message types (wire format: docs/wire-format.md). */
 enum rs_ctl_type {
@@ -287,6 +286,9 @@ struct rs_sock {
 
 	struct mutex tlock;		/* transport life and cm_id (rs.h) */
 	struct mutex mr_lock;		/* creating vs freeing slot MRs */
+	unsigned int dactive;		/* threads in a direct transfer that
+					 * may sleep (lock_sock; rs_drecv())
+					 */
 	struct mem_cgroup *memcg;	/* charged for the rings */
 	unsigned long mem;		/* ring bytes counted in rs_mem_used */
 	bool orphan;			/* counted in rs_orphans (under lock) */
@@ -335,6 +337,14 @@ static inline int rs_may_wait(long timeo)
 	__left = wait_event_killable_timeout((rs)->dwait, cond, tmo);	\
 	lock_sock(&(rs)->sk);						\
 	__left; })
+
+/* A thread leaves a direct transfer; see rs_drecv(). Under lock_sock(). */
+static inline void rs_dactive_put(struct rs_sock *rs)
+{
+	WRITE_ONCE(rs->dactive, rs->dactive - 1);
+	if (!rs->dactive)
+		wake_up_all(&rs->dwait);
+}
 
 extern struct proto rs_proto;
 extern const struct proto_ops rs_proto_ops;

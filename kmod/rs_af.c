@@ -340,11 +340,17 @@ static int rs_connect_start(struct rs_sock *rs, struct sockaddr *addr)
 	if (rs->listener)
 		return -EISCONN;
 	if (rs->torn) {
-		/* an earlier attempt failed: let its teardown finish */
+		/*
+		 * An earlier attempt failed: let its teardown finish, and
+		 * the threads still leaving its direct transfers (they own
+		 * ADVERT slots and pinned pages until they do).
+		 */
 		release_sock(sk);
 		flush_work(&rs->teardown_work);
+		wait_event_killable_timeout(rs->dwait, !READ_ONCE(rs->dactive),
+					    RS_DRAIN_TIMEOUT);
 		lock_sock(sk);
-		if (rs->transport || rs->cm_id ||
+		if (rs->dactive || rs->transport || rs->cm_id ||
 		    sk->sk_state != TCP_CLOSE)
 			return -EALREADY;
 		rs_conn_reset(rs);

@@ -113,19 +113,25 @@ void rs_dslots_free(struct rs_sock *rs)
  */
 void rs_dslots_release_orphans(struct rs_sock *rs)
 {
+	struct rs_pin pin;
 	int i;
 
 	for (i = 0; i < RS_ADV_SLOTS; i++) {
 		struct rs_dslot *d = &rs->dslot[i];
 
-		if (!d->orphan)
+		spin_lock_bh(&rs->lock);
+		if (!d->orphan) {
+			spin_unlock_bh(&rs->lock);
 			continue;
-		trace_rdmastream_pin_release(&rs->sk, d->pin.npages, true,
-					     true, false);
-		rs_pin_release(&d->pin);
+		}
+		pin = d->pin;
 		memset(&d->pin, 0, sizeof(d->pin));
 		d->orphan = false;
 		d->busy = false;
+		spin_unlock_bh(&rs->lock);
+		trace_rdmastream_pin_release(&rs->sk, pin.npages, true, true,
+					     false);
+		rs_pin_release(&pin);
 	}
 }
 
@@ -244,7 +250,7 @@ static int rs_drecv_post_locked(struct rs_sock *rs, struct rs_pin *pin,
 {
 	struct rs_advert a;
 	struct rs_dslot *d;
-	int slot;
+	int slot, ret;
 
 	*fenced = false;
 	if (!rs_drecv_room_locked(rs))
@@ -265,7 +271,18 @@ static int rs_drecv_post_locked(struct rs_sock *rs, struct rs_pin *pin,
 	d->inv.done = false;
 	/* until a drain or an invalidation, the peer may write */
 	d->registered = true;
-	*fenced = rs_drecv_post_slot(rs, d, &a) != 0;
+	ret = rs_drecv_post_slot(rs, d, &a);
+	*fenced = ret == -EIO;
+	if (ret && !*fenced) {
+		/* nothing was posted: the pin is the caller's again */
+		*pin = d->pin;
+		rs_pin_unmap(pin, rs->dev);
+		memset(&d->pin, 0, sizeof(d->pin));
+		d->busy = false;
+		d->registered = false;
+		rs_drx_release(&rs->drx, slot);
+		return -EAGAIN;
+	}
 	return slot;
 }
 
@@ -343,7 +360,7 @@ static int rs_drecv_invalidate(struct rs_sock *rs, struct rs_dslot *d)
 {
 	unsigned long deadline = jiffies + RS_INV_TIMEOUT;
 	struct ib_send_wr wr = {};
-	bool wait = false;
+	bool wait = false, safe;
 	long left;
 
 	spin_lock_bh(&rs->lock);
@@ -375,8 +392,10 @@ static int rs_drecv_invalidate(struct rs_sock *rs, struct rs_dslot *d)
 	spin_lock_bh(&rs->lock);
 	if (d->inv.done && d->inv.status == IB_WC_SUCCESS)
 		d->registered = false;
+	/* a flushed LOCAL_INV leaves the MR valid: only the drain helps */
+	safe = !d->registered || rs->drained;
 	spin_unlock_bh(&rs->lock);
-	return 0;
+	return safe ? 0 : -ECONNRESET;
 }
 
 /*
@@ -387,13 +406,15 @@ static int rs_drecv_invalidate(struct rs_sock *rs, struct rs_dslot *d)
 static bool rs_drecv_give_up(struct rs_sock *rs, int slot, int fence)
 {
 	struct rs_dslot *d = &rs->dslot[slot];
+	bool orphan;
 
 	if (rs_fence(rs, fence == -ETIMEDOUT ? ETIMEDOUT : ECONNRESET))
 		return false;
 	spin_lock_bh(&rs->lock);
-	d->orphan = !rs->drained;
+	orphan = !rs->drained;
+	d->orphan = orphan;
 	spin_unlock_bh(&rs->lock);
-	return d->orphan;
+	return orphan;
 }
 
 /*
@@ -442,18 +463,24 @@ static int rs_drecv_finish(struct rs_sock *rs, int slot, int fence)
  * ADVERT died empty (look at the stream buffer again), -EOPNOTSUPP if no
  * ADVERT could go out (wait as usual), or the errno of a timeout or signal.
  */
-int rs_drecv(struct rs_sock *rs, struct msghdr *msg, u32 len, int flags,
-	     long *timeo)
+static int __rs_drecv(struct rs_sock *rs, struct msghdr *msg, u32 len,
+		      int flags, long *timeo)
 {
 	u32 adv_flags = flags & MSG_WAITALL ? RS_ADV_F_WAITALL : 0;
 	struct rs_pin pin;
 	int slot, err, got, fence;
 	bool fenced;
-	u32 n;
+	u32 n, dmax;
 
+	/* the teardown may end direct receives (dmax 0) at any time */
+	spin_lock_bh(&rs->lock);
+	dmax = rs->dead ? 0 : rs->dmax;
+	spin_unlock_bh(&rs->lock);
+	if (!dmax)
+		return -EOPNOTSUPP;
 	rs_dslot_mr_prepare(rs);
 	/* over RLIMIT_MEMLOCK (-ENOBUFS) too: the ring takes the bytes */
-	got = rs_pin_user(&pin, &msg->msg_iter, min(len, rs->dmax), true);
+	got = rs_pin_user(&pin, &msg->msg_iter, min(len, dmax), true);
 	if (got <= 0)
 		return -EOPNOTSUPP;
 	if (rs_policy(rs) == RDMASTREAM_POLICY_DYNAMIC &&
@@ -488,6 +515,22 @@ int rs_drecv(struct rs_sock *rs, struct msghdr *msg, u32 len, int flags,
 		return n;
 	}
 	return err;
+}
+
+/*
+ * rs_drecv() proper is __rs_drecv(); rs->dactive counts the threads inside
+ * (under lock_sock(), which they drop while they sleep): a reconnect waits
+ * for them before it resets the state they own (rs_connect_start()).
+ */
+int rs_drecv(struct rs_sock *rs, struct msghdr *msg, u32 len, int flags,
+	     long *timeo)
+{
+	int ret;
+
+	rs->dactive++;
+	ret = __rs_drecv(rs, msg, len, flags, timeo);
+	rs_dactive_put(rs);
+	return ret;
 }
 
 /* A DIRECT message: bytes landed in one of our ADVERTs. */

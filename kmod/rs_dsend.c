@@ -293,16 +293,19 @@ static int rs_zsend_end(struct rs_sock *rs, struct rs_zsend *z)
 /* Give up on z: fence; z stays the fence's unless the drain came. */
 static bool rs_zsend_give_up(struct rs_sock *rs, struct rs_zsend *z, int err)
 {
-	if (rs_fence(rs, err)) {
-		rs_zsend_end(rs, z);
-		return false;
+	bool orphan;
+
+	if (!rs_fence(rs, err)) {
+		spin_lock_bh(&rs->lock);
+		orphan = !rs->drained;
+		z->orphan = orphan;
+		spin_unlock_bh(&rs->lock);
+		/* an orphan is the teardown's now: not to be touched again */
+		if (orphan)
+			return true;
 	}
-	spin_lock_bh(&rs->lock);
-	z->orphan = !rs->drained;
-	spin_unlock_bh(&rs->lock);
-	if (!z->orphan)
-		rs_zsend_end(rs, z);
-	return z->orphan;
+	rs_zsend_end(rs, z);
+	return false;
 }
 
 /*
@@ -352,8 +355,8 @@ static int rs_zsend_post(struct rs_sock *rs, struct rs_zsend *z,
 	return ret;
 }
 
-static long rs_dsend_zcopy(struct rs_sock *rs, struct msghdr *msg, u32 n,
-			   const struct rs_advert *snap)
+static long __rs_dsend_zcopy(struct rs_sock *rs, struct msghdr *msg, u32 n,
+			     const struct rs_advert *snap)
 {
 	bool orphan = false;
 	struct rs_zsend *z;
@@ -382,6 +385,18 @@ static long rs_dsend_zcopy(struct rs_sock *rs, struct msghdr *msg, u32 n,
 		return ret;
 	rs_pin_release(&z->pin);
 	kfree(z);
+	return ret;
+}
+
+/* Counted in rs->dactive, as rs_drecv() is. */
+static long rs_dsend_zcopy(struct rs_sock *rs, struct msghdr *msg, u32 n,
+			   const struct rs_advert *snap)
+{
+	long ret;
+
+	rs->dactive++;
+	ret = __rs_dsend_zcopy(rs, msg, n, snap);
+	rs_dactive_put(rs);
 	return ret;
 }
 

@@ -92,6 +92,8 @@ int rs_pin_user(struct rs_pin *p, struct iov_iter *it, u32 max, bool write)
 	if (!rs_iter_first(it, &addr, &len))
 		return -EOPNOTSUPP;
 	len = min_t(size_t, len, max);
+	if (!len)
+		return -EOPNOTSUPP;
 	p->npages = DIV_ROUND_UP(offset_in_page(addr) + len, PAGE_SIZE);
 	ret = rs_pin_charge(p);
 	if (ret)

@@ -23,9 +23,10 @@
 static void rs_qp_event(struct ib_event *ev, void *ctx)
 {
 	struct rs_sock *rs = ctx;
+	struct rdma_cm_id *id = READ_ONCE(rs->cm_id);
 
-	if (ev->event == IB_EVENT_COMM_EST && rs->cm_id)
-		rdma_notify(rs->cm_id, IB_EVENT_COMM_EST);
+	if (ev->event == IB_EVENT_COMM_EST && id)
+		rdma_notify(id, IB_EVENT_COMM_EST);
 }
 
 static int rs_slots_alloc(struct rs_sock *rs)
@@ -127,7 +128,8 @@ static int rs_qp_create(struct rs_sock *rs, struct rdma_cm_id *id)
 	if (ret)
 		return ret;
 	rs->qp = id->qp;
-	rs->max_inline = attr.cap.max_inline_data;
+	/* a device may round up; our inline buffers are RS_MAX_INLINE */
+	rs->max_inline = min_t(u32, attr.cap.max_inline_data, RS_MAX_INLINE);
 	return 0;
 }
 

@@ -356,7 +356,8 @@ bool rs_writers_wake_locked(struct rs_sock *rs, const struct rs_writers *w)
 		return true;
 	if (!rs->dtx.count)
 		return false;
-	return (w->sq_free < RS_DSEND_WRS && rs_sq_free(rs) >= RS_DSEND_WRS) ||
+	return (w->sq_free < rs->dsend_wrs &&
+		rs_sq_free(rs) >= rs->dsend_wrs) ||
 	       (w->unsent && !rs_flow_tx_unsent(&rs->flow));
 }
 

@@ -176,6 +176,8 @@ static int rs_rx_copy(struct rs_sock *rs, struct msghdr *msg, u32 len,
 		      u32 skip, bool peek)
 {
 	u32 off = (u32)(rs->flow.rx_cons + skip) & (rs->rx.size - 1);
+	struct rs_writers w;
+	bool wake;
 	int err;
 
 	err = rs_ring_copy_out(&rs->rx, off, &msg->msg_iter, len);
@@ -186,8 +188,13 @@ static int rs_rx_copy(struct rs_sock *rs, struct msghdr *msg, u32 len,
 	if (!rs->dead)
 		rs_ring_sync(&rs->rx, off, len, false);
 	rs_flow_consume(&rs->flow, len);
+	/* inline writes this push posts free send-ring space at once */
+	rs_writers_snap_locked(rs, &w);
 	rs_push_locked(rs);
+	wake = rs_writers_wake_locked(rs, &w);
 	spin_unlock_bh(&rs->lock);
+	if (wake)
+		rs_wake(&rs->sk, EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);
 	return 0;
 }
 

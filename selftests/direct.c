@@ -31,11 +31,6 @@ static unsigned int fault_sec(void)
 	return rs_env_ulong("RS_FAULT_SEC", 10);
 }
 
-static const char *modname(void)
-{
-	return rs_env_str("RS_MODNAME", "rdmastream");
-}
-
 /* The module parameter direct_threshold, or its documented default. */
 static int module_threshold(void)
 {
@@ -44,7 +39,7 @@ static int module_threshold(void)
 	int v = 0;
 
 	snprintf(path, sizeof(path), "/sys/module/%s/parameters/direct_threshold",
-		 modname());
+		 rs_modname());
 	f = fopen(path, "r");
 	if (f) {
 		if (fscanf(f, "%d", &v) != 1)

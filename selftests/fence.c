@@ -46,7 +46,6 @@
 #include <sys/wait.h>
 
 #define BIG		(1024 * 1024)
-#define PARAM_DIR	"/sys/module/rdmastream/parameters/"
 /* 6 RNR retries of 491 ms, plus a receive timeout and slack */
 #define RNR_BOUND	6.0
 
@@ -89,38 +88,6 @@ static long pins_settle(long base)
 		rs_msleep(200);
 	} while (rs_now() < end);
 	return now;
-}
-
-static int param_get(const char *name)
-{
-	char path[128];
-	int v = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), PARAM_DIR "%s", name);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	if (fscanf(f, "%d", &v) != 1)
-		v = -1;
-	fclose(f);
-	return v;
-}
-
-static int param_set(const char *name, int v)
-{
-	char path[128];
-	FILE *f;
-	int ret;
-
-	snprintf(path, sizeof(path), PARAM_DIR "%s", name);
-	f = fopen(path, "w");
-	if (!f)
-		return -1;
-	ret = fprintf(f, "%d\n", v) > 0 ? 0 : -1;
-	if (fclose(f))
-		ret = -1;
-	return ret;
 }
 
 static int info_get(int fd, struct rdmastream_info *info)
@@ -360,29 +327,6 @@ TEST(forever_refused)
 
 /* ---- partial post failures ---- */
 
-static const char *tracefs(void)
-{
-	if (!access("/sys/kernel/tracing/events", F_OK))
-		return "/sys/kernel/tracing";
-	if (!mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, NULL))
-		return "/sys/kernel/tracing";
-	return NULL;
-}
-
-static int trace_write(const char *file, const char *val)
-{
-	char path[256];
-	int fd, ret;
-
-	snprintf(path, sizeof(path), "/sys/kernel/tracing/%s", file);
-	fd = open(path, O_WRONLY | O_TRUNC);
-	if (fd < 0)
-		return -1;
-	ret = write(fd, val, strlen(val)) == (ssize_t)strlen(val) ? 0 : -1;
-	close(fd);
-	return ret;
-}
-
 struct trace_sum {
 	int post_fail;		/* chains that failed part-way */
 	int released;		/* pin releases of fenced transfers */
@@ -391,10 +335,15 @@ struct trace_sum {
 
 static int trace_scan(struct trace_sum *t)
 {
+	const char *dir = rs_tracefs();
 	char line[512];
-	FILE *f = fopen("/sys/kernel/tracing/trace", "r");
+	FILE *f;
 
 	memset(t, 0, sizeof(*t));
+	if (!dir)
+		return -1;
+	snprintf(line, sizeof(line), "%s/trace", dir);
+	f = fopen(line, "r");
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof(line), f)) {
@@ -443,16 +392,16 @@ FIXTURE_SETUP(inject)
 	rs_watchdog(120);
 	self->pins = pins_held();
 	ASSERT_LE(0, self->pins);
-	ASSERT_NE(NULL, tracefs());
-	ASSERT_EQ(0, trace_write("trace", ""));
-	ASSERT_EQ(0, trace_write("events/rdmastream/enable", "1"));
+	ASSERT_NE(NULL, rs_tracefs());
+	ASSERT_EQ(0, rs_trace_write("trace", ""));
+	ASSERT_EQ(0, rs_trace_write("events/rdmastream/enable", "1"));
 	rs_pair(_metadata, &self->c, &self->s);
 }
 
 FIXTURE_TEARDOWN(inject)
 {
-	param_set("inject_post", 0);
-	trace_write("events/rdmastream/enable", "0");
+	rs_param_set("inject_post", 0);
+	rs_trace_write("events/rdmastream/enable", "0");
 	if (self->c >= 0)
 		close(self->c);
 	if (self->s >= 0)
@@ -475,13 +424,13 @@ TEST_F_TIMEOUT(inject, partial_post, 90)
 	ASSERT_NE(NULL, buf);
 	ASSERT_EQ(0, rs_set_timeo(self->s, SO_RCVTIMEO, 10000));
 	if (adv)
-		ASSERT_EQ(0, param_set("inject_post",
+		ASSERT_EQ(0, rs_param_set("inject_post",
 				       variant->chain * 100 + variant->pos));
 	/* the receiver advertises its 1 MiB buffer */
 	ASSERT_EQ(0, io_start(&c, self->s, false, BIG));
 	if (!adv) {
 		ASSERT_EQ(0, wait_advert(self->c, 5000));
-		ASSERT_EQ(0, param_set("inject_post",
+		ASSERT_EQ(0, rs_param_set("inject_post",
 				       variant->chain * 100 + variant->pos));
 		n = send(self->c, buf, len, 0);
 		EXPECT_EQ(-1, n);
@@ -495,7 +444,7 @@ TEST_F_TIMEOUT(inject, partial_post, 90)
 		EXPECT_TRUE(r.err == ECONNRESET || r.err == EPIPE)
 			TH_LOG("recv: %s", strerror(r.err));
 	}
-	EXPECT_EQ(0, param_get("inject_post")) TH_LOG("nothing failed");
+	EXPECT_EQ(0, rs_param_get("inject_post")) TH_LOG("nothing failed");
 	close(self->c);
 	close(self->s);
 	self->c = self->s = -1;
@@ -671,7 +620,7 @@ TEST(sge2_scattered)
 	rs_watchdog(60);
 	pins = pins_held();
 	ASSERT_LE(0, pins);
-	ASSERT_EQ(0, param_set("max_send_sge", 2));
+	ASSERT_EQ(0, rs_param_set("max_send_sge", 2));
 	rs_pair(_metadata, &c, &r.fd);
 	src = scattered_buf(BIG);
 	r.buf = malloc(BIG);
@@ -693,7 +642,7 @@ TEST(sge2_scattered)
 	EXPECT_LE(3, info.rsi_zcopy_sends);
 	close(c);
 	close(r.fd);
-	EXPECT_EQ(0, param_set("max_send_sge", 16));
+	EXPECT_EQ(0, rs_param_set("max_send_sge", 16));
 	munmap(src, BIG);
 	free(r.buf);
 	now = pins_settle(pins);

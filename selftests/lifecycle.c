@@ -31,11 +31,6 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
-static const char *modname(void)
-{
-	return rs_env_str("RS_MODNAME", "rdmastream");
-}
-
 static unsigned int fault_sec(void)
 {
 	return rs_env_ulong("RS_FAULT_SEC", 10);
@@ -43,46 +38,8 @@ static unsigned int fault_sec(void)
 
 /* ---- module parameters ---- */
 
-static int param_path(char *buf, size_t len, const char *name)
-{
-	return snprintf(buf, len, "/sys/module/%s/parameters/%s", modname(),
-			name);
-}
-
-/* A numeric module parameter, or -1 if the module does not have it. */
-static long long param_get(const char *name)
-{
-	char path[256];
-	long long v = -1;
-	FILE *f;
-
-	param_path(path, sizeof(path), name);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	if (fscanf(f, "%lld", &v) != 1)
-		v = -1;
-	fclose(f);
-	return v;
-}
-
-static int param_set(const char *name, long long v)
-{
-	char path[256], val[32];
-	int fd, n, ret;
-
-	param_path(path, sizeof(path), name);
-	fd = open(path, O_WRONLY);
-	if (fd < 0)
-		return -1;
-	n = snprintf(val, sizeof(val), "%lld\n", v);
-	ret = write(fd, val, n) == n ? 0 : -1;
-	close(fd);
-	return ret;
-}
-
 #define NEED_PARAM(name) ({						\
-	long long __v = param_get(name);				\
+	long long __v = rs_param_get(name);				\
 	ASSERT_GE(__v, 0)						\
 		TH_LOG("module parameter %s missing", name);		\
 	__v; })
@@ -99,7 +56,7 @@ static long long mem_used_settle(long long want, unsigned int secs)
 	double end = rs_now() + secs;
 	long long v;
 
-	while ((v = param_get("mem_used")) > want && rs_now() < end)
+	while ((v = rs_param_get("mem_used")) > want && rs_now() < end)
 		rs_msleep(100);
 	return v;
 }
@@ -250,7 +207,7 @@ TEST_F_TIMEOUT(storm, never_accepted, 900)
 	char b;
 
 	RS_SKIP_TCP("the module's admission and ring memory");
-	used0 = param_get("mem_used");
+	used0 = rs_param_get("mem_used");
 	/* go on without it: admission is checked all the same */
 	EXPECT_GE(used0, 0) TH_LOG("module parameter mem_used missing");
 	/* what one end of a connection with default buffers reserves */
@@ -275,7 +232,7 @@ TEST_F_TIMEOUT(storm, never_accepted, 900)
 		late += storm_wait(&self->c[i], n, t0 + fault_sec());
 		if (rs_now() - t0 > worst)
 			worst = rs_now() - t0;
-		used = param_get("mem_used");
+		used = rs_param_get("mem_used");
 		if (used > peak)
 			peak = used;
 		avail = meminfo("MemAvailable:");
@@ -559,7 +516,7 @@ FIXTURE_TEARDOWN(mem_max)
 	for (int i = 0; i < 5; i++)
 		if (self->fd[i] >= 0)
 			close(self->fd[i]);
-	if (self->orig >= 0 && param_set("mem_max", self->orig))
+	if (self->orig >= 0 && rs_param_set("mem_max", self->orig))
 		TH_LOG("could not restore mem_max=%lld", self->orig);
 }
 
@@ -567,12 +524,12 @@ FIXTURE_TEARDOWN(mem_max)
 static long long mem_used_stable(unsigned int secs)
 {
 	double end = rs_now() + secs;
-	long long a, b = param_get("mem_used");
+	long long a, b = rs_param_get("mem_used");
 
 	do {
 		a = b;
 		rs_msleep(1000);
-		b = param_get("mem_used");
+		b = rs_param_get("mem_used");
 	} while (a != b && rs_now() < end);
 	return b;
 }
@@ -593,7 +550,7 @@ TEST_F_TIMEOUT(mem_max, refuse_and_recover, 120)
 
 	/* The counter counts exactly the rings of both ends. */
 	rs_pair(_metadata, &fd[0], &fd[1]);
-	used1 = param_get("mem_used");
+	used1 = rs_param_get("mem_used");
 	per_end = end_ring_bytes(_metadata, fd[0]);
 	pair = per_end + end_ring_bytes(_metadata, fd[1]);
 	rs_info("mem_max: used %lld, with one connection %lld (%lld)", used0,
@@ -601,7 +558,7 @@ TEST_F_TIMEOUT(mem_max, refuse_and_recover, 120)
 	EXPECT_EQ(pair, used1 - used0);
 
 	/* Room for less than one end. */
-	ASSERT_EQ(0, param_set("mem_max", used1 + per_end / 2));
+	ASSERT_EQ(0, rs_param_set("mem_max", used1 + per_end / 2));
 	fd[2] = rs_listener(_metadata, &sin);
 	fd[3] = rs_socket(0);
 	ASSERT_GE(fd[3], 0);
@@ -667,7 +624,7 @@ FIXTURE_TEARDOWN(orphans)
 		close(self->c);
 	if (self->s >= 0)
 		close(self->s);
-	if (self->orig >= 0 && param_set("max_orphans", self->orig))
+	if (self->orig >= 0 && rs_param_set("max_orphans", self->orig))
 		TH_LOG("could not restore max_orphans=%lld", self->orig);
 }
 
@@ -683,9 +640,9 @@ TEST_F_TIMEOUT(orphans, close_with_unsent, 120)
 	need_root(_metadata);
 	self->orig = NEED_PARAM("max_orphans");
 	if (variant->capped) {
-		ASSERT_EQ(0, param_set("max_orphans", 0));
+		ASSERT_EQ(0, rs_param_set("max_orphans", 0));
 	} else {
-		ASSERT_GT(self->orig, param_get("orphans"));
+		ASSERT_GT(self->orig, rs_param_get("orphans"));
 	}
 
 	rs_pair(_metadata, &self->c, &self->s);
@@ -717,40 +674,6 @@ TEST_F_TIMEOUT(orphans, close_with_unsent, 120)
 }
 
 /* ---- device removal while a copy is blocked ---- */
-
-static bool link_active(void)
-{
-	char cmd[256];
-
-	snprintf(cmd, sizeof(cmd),
-		 "rdma link show %s/1 2>/dev/null | grep -q 'state ACTIVE'",
-		 rs.rdmadev);
-	return !system(cmd);
-}
-
-static bool link_exists(void)
-{
-	char path[256];
-
-	snprintf(path, sizeof(path), "/sys/class/infiniband/%s", rs.rdmadev);
-	return !access(path, F_OK);
-}
-
-static int link_add(void)
-{
-	int i;
-
-	if (!link_exists() &&
-	    rs_system("rdma link add %s type rxe netdev %s", rs.rdmadev,
-		      rs.netdev))
-		return -1;
-	for (i = 0; i < 200; i++) {
-		if (link_active())
-			return 0;
-		rs_msleep(100);
-	}
-	return -1;
-}
 
 struct uffd_recv {
 	int fd;
@@ -820,7 +743,7 @@ FIXTURE_TEARDOWN(uffd)
 		close(self->c);
 	if (self->s >= 0)
 		close(self->s);
-	if (self->removed && link_add())
+	if (self->removed && rs_link_add())
 		TH_LOG("could not re-add %s on %s", rs.rdmadev, rs.netdev);
 }
 
@@ -839,7 +762,7 @@ TEST_F_TIMEOUT(uffd, link_delete_during_copy, 180)
 
 	RS_SKIP_TCP("RDMA device removal");
 	need_root(_metadata);
-	if (!rs.netdev || !rs_have_cmd("rdma") || !link_exists())
+	if (!rs.netdev || !rs_have_cmd("rdma") || !rs_link_exists())
 		SKIP(return, "needs RS_NETDEV, the rdma tool and %s",
 		     rs.rdmadev);
 

@@ -22,11 +22,6 @@ static unsigned int fault_sec(void)
 	return rs_env_ulong("RS_FAULT_SEC", 10);
 }
 
-static const char *modname(void)
-{
-	return rs_env_str("RS_MODNAME", "rdmastream");
-}
-
 /* ---- rdma resource accounting ---- */
 
 enum { RES_PD, RES_CQ, RES_QP, RES_CM_ID, RES_MR, RES_N };
@@ -290,38 +285,6 @@ TEST_F_TIMEOUT(res, leak, 600)
 
 /* ---- tracepoints ---- */
 
-static const char *tracefs(void)
-{
-	static const char * const dirs[] = {
-		"/sys/kernel/tracing", "/sys/kernel/debug/tracing",
-	};
-	static char path[128];
-	unsigned int i;
-
-	for (i = 0; i < 2; i++) {
-		snprintf(path, sizeof(path), "%s/events", dirs[i]);
-		if (!access(path, F_OK))
-			return dirs[i];
-	}
-	if (!mount("tracefs", dirs[0], "tracefs", 0, NULL))
-		return dirs[0];
-	return NULL;
-}
-
-static int trace_write(const char *dir, const char *file, const char *val)
-{
-	char path[256];
-	int fd, ret;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, file);
-	fd = open(path, O_WRONLY | O_TRUNC);
-	if (fd < 0)
-		return -1;
-	ret = write(fd, val, strlen(val)) == (ssize_t)strlen(val) ? 0 : -1;
-	close(fd);
-	return ret;
-}
-
 /* A connection's life shows up in the rdmastream trace events. */
 TEST(trace_events)
 {
@@ -333,17 +296,16 @@ TEST(trace_events)
 
 	RS_SKIP_TCP("module tracepoints");
 	rs_watchdog(60);
-	dir = tracefs();
-	if (!dir)
-		SKIP(return, "no tracefs");
-	ASSERT_EQ(0, trace_write(dir, "trace", ""));
-	ASSERT_EQ(0, trace_write(dir, "events/rdmastream/enable", "1"))
+	dir = rs_tracefs();
+	ASSERT_NE(NULL, dir) TH_LOG("no tracefs");
+	ASSERT_EQ(0, rs_trace_write("trace", ""));
+	ASSERT_EQ(0, rs_trace_write("events/rdmastream/enable", "1"))
 		TH_LOG("cannot enable the rdmastream events");
 	rs_pair(_metadata, &c, &s);
 	close(c);
 	close(s);
 	rs_msleep(1000);	/* the teardown work runs after close() */
-	trace_write(dir, "events/rdmastream/enable", "0");
+	rs_trace_write("events/rdmastream/enable", "0");
 	snprintf(path, sizeof(path), "%s/trace", dir);
 	f = fopen(path, "r");
 	ASSERT_NE(NULL, f);
@@ -365,40 +327,6 @@ TEST(trace_events)
 
 /* ---- module parameters ---- */
 
-/* Write val to parameter name; the write's errno, or 0. */
-static int param_write(const char *name, const char *val)
-{
-	char path[256];
-	int fd, err = 0;
-
-	snprintf(path, sizeof(path), "/sys/module/%s/parameters/%s",
-		 modname(), name);
-	fd = open(path, O_WRONLY);
-	if (fd < 0)
-		return errno;
-	if (write(fd, val, strlen(val)) < 0)
-		err = errno;
-	close(fd);
-	return err;
-}
-
-static long param_read(const char *name)
-{
-	char path[256];
-	long val = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/sys/module/%s/parameters/%s",
-		 modname(), name);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	if (fscanf(f, "%ld", &val) != 1)
-		val = -1;
-	fclose(f);
-	return val;
-}
-
 /*
  * keepalive_secs can be written at run time; 0 would make every
  * keepalive timer fire each tick, and values beyond TCP's keepalive
@@ -413,19 +341,19 @@ TEST(keepalive_param)
 	unsigned int i;
 
 	RS_SKIP_TCP("module parameter");
-	was = param_read("keepalive_secs");
+	was = rs_param_get("keepalive_secs");
 	ASSERT_GT(was, 0) TH_LOG("cannot read keepalive_secs");
 	for (i = 0; i < ARRAY_SIZE(bad); i++) {
-		EXPECT_EQ(EINVAL, param_write("keepalive_secs", bad[i]))
+		EXPECT_EQ(EINVAL, rs_param_write("keepalive_secs", bad[i]))
 			TH_LOG("writing %s", bad[i]);
-		EXPECT_EQ(was, param_read("keepalive_secs"))
+		EXPECT_EQ(was, rs_param_get("keepalive_secs"))
 			TH_LOG("after writing %s", bad[i]);
 	}
-	EXPECT_EQ(0, param_write("keepalive_secs", "32767"));
-	EXPECT_EQ(32767, param_read("keepalive_secs"));
+	EXPECT_EQ(0, rs_param_write("keepalive_secs", "32767"));
+	EXPECT_EQ(32767, rs_param_get("keepalive_secs"));
 	snprintf(old, sizeof(old), "%ld", was);
-	EXPECT_EQ(0, param_write("keepalive_secs", old));
-	EXPECT_EQ(was, param_read("keepalive_secs"));
+	EXPECT_EQ(0, rs_param_write("keepalive_secs", old));
+	EXPECT_EQ(was, rs_param_get("keepalive_secs"));
 }
 
 /* ---- device removal ---- */
@@ -463,40 +391,6 @@ static bool is_done(struct blocked *b)
 	return __atomic_load_n(&b->done, __ATOMIC_ACQUIRE);
 }
 
-static bool link_active(void)
-{
-	char cmd[256];
-
-	snprintf(cmd, sizeof(cmd),
-		 "rdma link show %s/1 2>/dev/null | grep -q 'state ACTIVE'",
-		 rs.rdmadev);
-	return !system(cmd);
-}
-
-static bool link_exists(void)
-{
-	char path[256];
-
-	snprintf(path, sizeof(path), "/sys/class/infiniband/%s", rs.rdmadev);
-	return !access(path, F_OK);
-}
-
-static int link_add(void)
-{
-	int i;
-
-	if (!link_exists() &&
-	    rs_system("rdma link add %s type rxe netdev %s", rs.rdmadev,
-		      rs.netdev))
-		return -1;
-	for (i = 0; i < 200; i++) {
-		if (link_active())
-			return 0;
-		rs_msleep(100);
-	}
-	return -1;
-}
-
 FIXTURE(device)
 {
 	bool removed;
@@ -519,7 +413,7 @@ FIXTURE_TEARDOWN(device)
 	for (i = 0; i < 4; i++)
 		if (self->fd[i] >= 0)
 			close(self->fd[i]);
-	if (self->removed && link_add())
+	if (self->removed && rs_link_add())
 		TH_LOG("could not re-add %s on %s", rs.rdmadev, rs.netdev);
 }
 
@@ -559,7 +453,7 @@ TEST_F_TIMEOUT(device, removal, 180)
 		SKIP(return, "not applicable to TCP: RDMA device removal");
 	if (geteuid())
 		SKIP(return, "needs root");
-	if (!rs.netdev || !rs_have_cmd("rdma") || !link_exists())
+	if (!rs.netdev || !rs_have_cmd("rdma") || !rs_link_exists())
 		SKIP(return, "needs RS_NETDEV, the rdma tool and %s",
 		     rs.rdmadev);
 
@@ -620,7 +514,7 @@ TEST_F_TIMEOUT(device, removal, 180)
 	}
 
 	/* Device back: new connections work. */
-	ASSERT_EQ(0, link_add()) TH_LOG("%s did not come back", rs.rdmadev);
+	ASSERT_EQ(0, rs_link_add()) TH_LOG("%s did not come back", rs.rdmadev);
 	self->removed = false;
 	rs_sin(&sin, rs.addr, 0);
 	lfd = -1;
@@ -655,7 +549,7 @@ static bool mod_loaded(void)
 {
 	char path[256];
 
-	snprintf(path, sizeof(path), "/sys/module/%s", modname());
+	snprintf(path, sizeof(path), "/sys/module/%s", rs_modname());
 	return !access(path, F_OK);
 }
 
@@ -674,7 +568,7 @@ static void mod_params(char *buf, size_t len)
 		snprintf(buf, len, "%s", env);
 		return;
 	}
-	snprintf(dir, sizeof(dir), "/sys/module/%s/parameters", modname());
+	snprintf(dir, sizeof(dir), "/sys/module/%s/parameters", rs_modname());
 	d = opendir(dir);
 	if (!d)
 		return;
@@ -701,7 +595,7 @@ static void mod_params(char *buf, size_t len)
 
 static int mod_unload(void)
 {
-	return syscall(SYS_delete_module, modname(), O_NONBLOCK);
+	return syscall(SYS_delete_module, rs_modname(), O_NONBLOCK);
 }
 
 static int mod_load(const char *params)
@@ -764,7 +658,7 @@ TEST_F_TIMEOUT(module, unload_busy, 120)
 	if (geteuid())
 		SKIP(return, "needs root");
 	if (!mod_loaded())
-		SKIP(return, "%s is not a loaded module", modname());
+		SKIP(return, "%s is not a loaded module", rs_modname());
 	if (!rs.module || access(rs.module, R_OK))
 		SKIP(return, "RS_MODULE not readable: cannot reload");
 	rs_info("module parameters: %s", self->params[0] ?

@@ -43,6 +43,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/types.h>
@@ -862,6 +863,129 @@ static inline int rs_system(const char *fmt, ...)
 	if (ret == -1 || !WIFEXITED(ret))
 		return -1;
 	return WEXITSTATUS(ret);
+}
+
+/* ---- the module's parameters, the RDMA link, tracing ---- */
+
+static inline const char *rs_modname(void)
+{
+	return rs_env_str("RS_MODNAME", "rdmastream");
+}
+
+/* Write val to the module parameter name; 0, or the write's errno. */
+static inline int rs_param_write(const char *name, const char *val)
+{
+	char path[256];
+	int fd, err = 0;
+
+	snprintf(path, sizeof(path), "/sys/module/%s/parameters/%s",
+		 rs_modname(), name);
+	fd = open(path, O_WRONLY);
+	if (fd < 0)
+		return errno;
+	if (write(fd, val, strlen(val)) < 0)
+		err = errno;
+	close(fd);
+	return err;
+}
+
+/* A numeric module parameter, or -1 if the module does not have it. */
+static inline long long rs_param_get(const char *name)
+{
+	char path[256];
+	long long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/module/%s/parameters/%s",
+		 rs_modname(), name);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%lld", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
+/* Set a numeric module parameter; 0 or -1. */
+static inline int rs_param_set(const char *name, long long v)
+{
+	char val[32];
+
+	snprintf(val, sizeof(val), "%lld\n", v);
+	return rs_param_write(name, val) ? -1 : 0;
+}
+
+static inline bool rs_link_active(void)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd),
+		 "rdma link show %s/1 2>/dev/null | grep -q 'state ACTIVE'",
+		 rs.rdmadev);
+	return !system(cmd);
+}
+
+static inline bool rs_link_exists(void)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), "/sys/class/infiniband/%s", rs.rdmadev);
+	return !access(path, F_OK);
+}
+
+/* (Re)create RS_RDMADEV on RS_NETDEV and wait until it is ACTIVE. */
+static inline int rs_link_add(void)
+{
+	int i;
+
+	if (!rs_link_exists() &&
+	    rs_system("rdma link add %s type rxe netdev %s", rs.rdmadev,
+		      rs.netdev))
+		return -1;
+	for (i = 0; i < 200; i++) {
+		if (rs_link_active())
+			return 0;
+		rs_msleep(100);
+	}
+	return -1;
+}
+
+/* Where tracefs is (mounted there if it was not); NULL if nowhere. */
+static inline const char *rs_tracefs(void)
+{
+	static const char * const dirs[] = {
+		"/sys/kernel/tracing", "/sys/kernel/debug/tracing",
+	};
+	char path[128];
+	unsigned int i;
+
+	for (i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/events", dirs[i]);
+		if (!access(path, F_OK))
+			return dirs[i];
+	}
+	if (!mount("tracefs", dirs[0], "tracefs", 0, NULL))
+		return dirs[0];
+	return NULL;
+}
+
+/* Write val to a tracefs file (relative to rs_tracefs()); 0 or -1. */
+static inline int rs_trace_write(const char *file, const char *val)
+{
+	const char *dir = rs_tracefs();
+	char path[256];
+	int fd, ret;
+
+	if (!dir)
+		return -1;
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	fd = open(path, O_WRONLY | O_TRUNC);
+	if (fd < 0)
+		return -1;
+	ret = write(fd, val, strlen(val)) == (ssize_t)strlen(val) ? 0 : -1;
+	close(fd);
+	return ret;
 }
 
 /* Send n bytes of pattern key at stream offset off; all of it or fail. */

@@ -405,6 +405,7 @@ int rs_ring_map(struct rs_ring *r, struct ib_device *dev, struct ib_pd *pd,
 void rs_ring_unmap(struct rs_ring *r, struct ib_device *dev,
 		   enum dma_data_direction dir);
 void rs_ring_free(struct rs_ring *r);
+u32 rs_mr_pages(struct ib_device *dev, u32 npages);
 void rs_ring_sync(struct rs_ring *r, u32 off, u32 len, bool for_cpu);
 void rs_mr_hide_iova(struct ib_mr *mr);
 int rs_ring_copy_in(struct rs_ring *r, u32 off, struct iov_iter *from,

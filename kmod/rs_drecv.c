@@ -50,14 +50,17 @@ void rs_dslots_init(struct rs_sock *rs)
 	int i;
 
 	rs->dmax = 0;
-	if (pages < 2)
+	if (pages < 3)
 		return;	/* no direct receives on this device */
 	for (i = 0; i < RS_ADV_SLOTS; i++) {
 		rs->dslot[i].rs = rs;
 		rs->dslot[i].inv_cqe.done = rs_dslot_inv_done;
 	}
-	/* an unaligned buffer touches one page more than its length */
-	rs->dmax = (pages - 1) << PAGE_SHIFT;
+	/*
+	 * An unaligned buffer touches one page more than its length, and
+	 * the MR's last entry stays unused (rxe, see rs_mr_pages()).
+	 */
+	rs->dmax = (pages - 2) << PAGE_SHIFT;
 }
 
 /*
@@ -79,8 +82,9 @@ static void rs_dslot_mr_prepare(struct rs_sock *rs)
 		return;
 	mutex_lock(&rs->mr_lock);
 	if (!rs->dslot[slot].mr && rs->transport && !READ_ONCE(rs->dead)) {
+		/* the pages of rs_dslots_init() */
 		mr = ib_alloc_mr(rs->pd, IB_MR_TYPE_MEM_REG,
-				 (rs->dmax >> PAGE_SHIFT) + 1);
+				 (rs->dmax >> PAGE_SHIFT) + 2);
 		if (!IS_ERR(mr)) {
 			spin_lock_bh(&rs->lock);
 			rs->dslot[slot].mr = mr;

@@ -59,6 +59,22 @@ void rs_ring_free(struct rs_ring *r)
 }
 
 /*
+ * Capacity to ask ib_alloc_mr() for, to map up to npages pages: one more
+ * where the device allows it. rxe (6.1) keeps an MR's page list in arrays
+ * of 256 entries and, when a copy ends exactly at the end of the last
+ * entry of an array, steps to the next array and reads its pointer before
+ * leaving the loop: past the end of its allocation when that was the last
+ * one (KASAN: slab-out-of-bounds in rxe_mr_copy). A ring of a multiple of
+ * 256 pages hits that with every write that ends at its end; a spare
+ * entry makes rxe allocate the array it steps to. ADVERT MRs, sized to
+ * the device's limit, leave their last entry unused instead (rs->dmax).
+ */
+u32 rs_mr_pages(struct ib_device *dev, u32 npages)
+{
+	return min(npages + 1, dev->attrs.max_fast_reg_page_list_len);
+}
+
+/*
  * ib_map_mr_sg() sets an MR's iova to the DMA address of its first byte: a
  * kernel virtual address on rxe, a physical one without an IOMMU. Peers
  * learn the iova from SETUP and ADVERT, so replace everything above the
@@ -151,7 +167,8 @@ int rs_ring_map(struct rs_ring *r, struct ib_device *dev, struct ib_pd *pd,
 	ret = rs_ring_dma_init(r);
 	if (ret)
 		goto unmap;
-	r->mr = ib_alloc_mr(pd, IB_MR_TYPE_MEM_REG, r->npages);
+	r->mr = ib_alloc_mr(pd, IB_MR_TYPE_MEM_REG,
+			    rs_mr_pages(dev, r->npages));
 	if (IS_ERR(r->mr)) {
 		ret = PTR_ERR(r->mr);
 		r->mr = NULL;

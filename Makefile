@@ -2,6 +2,10 @@
 #
 # make          build the module (and the test and bench programs)
 # make check    install what is missing, build, run every test in QEMU VMs
+# make check-debug  the same on a debug kernel (KASAN, KFENCE, lockdep,
+#               kmemleak, UBSAN, ...) built once per machine from
+#               linux-source-6.1 (scripts/debug-kernel, ~20 min the first
+#               time); results in build/check-debug/
 # make demo     install what is missing, build, show rdmastream beside TCP
 # make eval     install what is missing, build, run the transfer policy
 #               evaluation in a VM (bench/eval; results in bench/results/)
@@ -18,7 +22,7 @@ KSRC	:= $(BUILD)/ksrc
 KSFT_DIR := $(KSRC)/tools/testing/selftests
 
 .PHONY: all module selftests bench bench-build unit deps ksrc check \
-	check-unit check-vm demo eval checkpatch clean
+	check-unit check-vm check-debug demo eval checkpatch clean
 
 all: module selftests bench-build
 
@@ -53,6 +57,10 @@ unit:
 check: deps
 	$(MAKE) all unit
 	scripts/check
+
+check-debug: deps
+	$(MAKE) selftests unit
+	scripts/check-debug
 
 demo: deps
 	$(MAKE) module bench-build

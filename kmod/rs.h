@@ -240,7 +240,6 @@ struct rs_sock {
 	u32 dsend_wrs;			/* WRs one direct transfer may need */
 	u32 dsend_pages;		/* ...and the pages it may gather */
 	u32 dmax;			/* largest ADVERT, bytes */
-	u32 dslots_mr;			/* ADVERT slots with an MR (lazy) */
 	struct rs_ring rx;		/* the peer writes here */
 	struct rs_ring tx;		/* we copy here and write from here */
 	struct rs_send *sends;		/* RS_SQ_DEPTH slots */

@@ -88,7 +88,6 @@ static void rs_dslot_mr_prepare(struct rs_sock *rs)
 		if (!IS_ERR(mr)) {
 			spin_lock_bh(&rs->lock);
 			rs->dslot[slot].mr = mr;
-			rs->dslots_mr++;
 			spin_unlock_bh(&rs->lock);
 		}
 	}
@@ -106,7 +105,6 @@ void rs_dslots_free(struct rs_sock *rs)
 			ib_dereg_mr(rs->dslot[i].mr);
 		rs->dslot[i].mr = NULL;
 	}
-	rs->dslots_mr = 0;
 	rs->dmax = 0;
 	mutex_unlock(&rs->mr_lock);
 }

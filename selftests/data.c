@@ -430,8 +430,7 @@ TEST_F_TIMEOUT(data, large_bidir, 300)
 		ASSERT_EQ(0, rs_xfer_start(&x[i], i & 1 ? rs_receiver :
 					   rs_sender));
 	}
-	for (i = 0; i < 4; i++)
-		rs_xfer_join(&x[i]);
+	rs_xfer_join_watch(x, 4, 30);
 	RS_XFER_OK(&x[1], "c->s");
 	RS_XFER_OK(&x[3], "s->c");
 	secs = x[1].secs > x[3].secs ? x[1].secs : x[3].secs;
@@ -567,8 +566,7 @@ TEST_F_TIMEOUT(data, small_rcvbuf, 180)
 		ASSERT_EQ(0, rs_xfer_start(&x[i], i & 1 ? rs_receiver :
 					   rs_sender));
 	}
-	for (i = 0; i < 4; i++)
-		rs_xfer_join(&x[i]);
+	rs_xfer_join_watch(x, 4, 30);
 	RS_XFER_OK(&x[1], "c->s");
 	RS_XFER_OK(&x[3], "s->c");
 	close(c);

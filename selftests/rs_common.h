@@ -790,6 +790,80 @@ static inline void rs_xfer_join(struct rs_xfer *x)
 	pthread_join(x->thr, NULL);
 }
 
+/* One line of a socket's RDMASTREAM_INFO, for reports of a stalled test. */
+static inline void rs_info_dump(const char *what, int fd)
+{
+	struct rdmastream_info i;
+	socklen_t len = sizeof(i);
+
+	memset(&i, 0, sizeof(i));
+	if (rs.tcp || getsockopt(fd, SOL_RDMASTREAM, RDMASTREAM_INFO, &i,
+				 &len))
+		return;
+	rs_info("%s fd %d: state %u flags %#x credits %u sent %llu acked %llu rcvd %llu read %llu phase tx %u rx %u adv sent %llu filled %llu dead %llu cancelled %llu rcvd %llu used %llu stale %llu zc %llu stalls win %llu cred %llu probes %llu errors %llu",
+		what, fd, i.rsi_state, i.rsi_flags, i.rsi_credits,
+		(unsigned long long)i.rsi_bytes_sent,
+		(unsigned long long)i.rsi_bytes_acked,
+		(unsigned long long)i.rsi_bytes_received,
+		(unsigned long long)i.rsi_bytes_read,
+		i.rsi_tx_phase, i.rsi_rx_phase,
+		(unsigned long long)i.rsi_adverts_sent,
+		(unsigned long long)i.rsi_adverts_filled,
+		(unsigned long long)i.rsi_adverts_dead,
+		(unsigned long long)i.rsi_adverts_cancelled,
+		(unsigned long long)i.rsi_adverts_received,
+		(unsigned long long)i.rsi_adverts_used,
+		(unsigned long long)i.rsi_adverts_stale,
+		(unsigned long long)i.rsi_zcopy_sends,
+		(unsigned long long)i.rsi_window_stalls,
+		(unsigned long long)i.rsi_credit_stalls,
+		(unsigned long long)i.rsi_probes,
+		(unsigned long long)i.rsi_errors);
+}
+
+/*
+ * Join n transfers; if none of them moves a byte for stall_secs, print
+ * where each stands and its socket's RDMASTREAM_INFO once, so a hang that
+ * the harness's timeout ends leaves a diagnosis in the log.
+ */
+static inline void rs_xfer_join_watch(struct rs_xfer *x, int n,
+				      unsigned int stall_secs)
+{
+	uint64_t sum, last = ~0ULL;
+	double since = rs_now();
+	bool told = false, busy, joined[16] = { };
+	int i;
+
+	for (;;) {
+		busy = false;
+		sum = 0;
+		for (i = 0; i < n; i++) {
+			sum += __atomic_load_n(&x[i].done, __ATOMIC_RELAXED);
+			if (i >= 16)
+				pthread_join(x[i].thr, NULL);
+			else if (!joined[i])
+				joined[i] = !pthread_tryjoin_np(x[i].thr, NULL);
+			busy |= i < 16 && !joined[i];
+		}
+		if (!busy)
+			break;
+		if (sum != last) {
+			last = sum;
+			since = rs_now();
+		} else if (!told && rs_now() - since > stall_secs) {
+			told = true;
+			for (i = 0; i < n; i++) {
+				rs_info("stalled %u s: xfer %d fd %d %llu of %llu bytes",
+					stall_secs, i, x[i].fd,
+					(unsigned long long)x[i].done,
+					(unsigned long long)x[i].total);
+				rs_info_dump("stalled", x[i].fd);
+			}
+		}
+		rs_msleep(100);
+	}
+}
+
 /* Assert that a finished rs_xfer moved all its bytes intact. */
 #define RS_XFER_OK(x, what) do {					\
 	EXPECT_EQ(0, (x)->err)						\

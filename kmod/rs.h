@@ -196,6 +196,7 @@ struct rs_stats {
 	u64 credit_stalls;
 	u64 completions;
 	u64 probes;
+	u64 kicks;			/* probes that restarted a silent SQ */
 	u64 zcopy_sends;
 	u64 local_invs;
 	u64 remote_invs;
@@ -255,6 +256,7 @@ struct rs_sock {
 	u64 sq_posted;
 	u64 sq_done;
 	u64 sq_signaled;
+	u64 wd_sq_done;			/* sq_done at the last watchdog tick */
 	u32 regs_pending;		/* REG_MR work requests outstanding */
 	bool peer_ready;		/* SETUP received */
 	bool fin_done;			/* FIN completed: the peer has it */

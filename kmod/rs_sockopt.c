@@ -115,6 +115,7 @@ static void rs_info_fill(struct rs_sock *rs, struct rdmastream_info *info)
 	info->rsi_credit_stalls = rs->stats.credit_stalls;
 	info->rsi_completions = rs->stats.completions;
 	info->rsi_probes = rs->stats.probes;
+	info->rsi_sq_kicks = rs->stats.kicks;
 	rs_info_direct(rs, info);
 	spin_unlock_bh(&rs->lock);
 }

@@ -42,6 +42,8 @@ int rs_post_slot(struct rs_sock *rs, struct ib_send_wr *wr, bool signal,
 	if (ret)
 		return ret;
 	rs->sq_posted++;
+	if (signal)
+		rs_probe_arm_locked(rs, RS_PROBE_INTERVAL);
 	return 0;
 }
 
@@ -118,6 +120,7 @@ int rs_post_chain(struct rs_sock *rs, struct ib_send_wr *first,
 	ret = rs_post_send(rs, first, &bad, kind);
 	if (!ret) {
 		rs->sq_posted = seq;
+		rs_probe_arm_locked(rs, RS_PROBE_INTERVAL);
 		return 0;
 	}
 	/* what went out completes (or flushes) in its slots as usual */
@@ -275,17 +278,41 @@ void rs_probe_arm_locked(struct rs_sock *rs, unsigned long delay)
 		mod_timer(&rs->probe_timer, jiffies + delay);
 }
 
+/*
+ * The send queue's watchdog: a signalled work request is outstanding and
+ * no send completion came for a whole interval. On hardware that is a
+ * peer that stopped acknowledging (the QP's retries end it). rxe (6.1)
+ * can also park its requester for good: it tests a condition and then
+ * sets the flag that asks to be run again (need_req_skb after counting
+ * the packets in flight, wait_fence before a LOCAL_INV), and a completion
+ * that lands in between finds the flag still clear. Nothing runs the
+ * requester until the next post, and a sender waiting for those
+ * completions posts nothing. A zero-length write is that post; where the
+ * peer is merely slow it costs one packet a second.
+ */
+static bool rs_sq_stuck_locked(struct rs_sock *rs)
+{
+	bool waiting = rs->sq_done <= rs->sq_signaled;
+	bool stuck = waiting && rs->sq_done == rs->wd_sq_done;
+
+	rs->wd_sq_done = rs->sq_done;
+	return stuck;
+}
+
 void rs_probe_timer(struct timer_list *t)
 {
 	struct rs_sock *rs = from_timer(rs, t, probe_timer);
-	bool stalled, keep = sock_flag(&rs->sk, SOCK_KEEPOPEN);
+	bool stalled, stuck, keep = sock_flag(&rs->sk, SOCK_KEEPOPEN);
 
 	spin_lock(&rs->lock);
 	if (!rs->dead && rs->transport) {
 		stalled = rs_flow_tx_unsent(&rs->flow) > 0;
-		if (stalled || keep)
+		stuck = rs_sq_stuck_locked(rs);
+		if (stalled || stuck || keep)
 			rs_post_probe_locked(rs);
-		if (stalled)
+		if (stuck)
+			rs->stats.kicks++;
+		if (stalled || rs->sq_done <= rs->sq_signaled)
 			rs_probe_arm_locked(rs, RS_PROBE_INTERVAL);
 		else if (keep)
 			rs_probe_arm_locked(rs, rs_keepalive_secs * HZ);

@@ -207,6 +207,17 @@ FIXTURE_VARIANT_ADD(fence, zcopy_kill) { .recv = false, .kill = true };
 FIXTURE_VARIANT_ADD(fence, advert_rnr) { .recv = true, .kill = false };
 FIXTURE_VARIANT_ADD(fence, advert_kill) { .recv = true, .kill = true };
 
+static long long sq_kicks(int fd)
+{
+	struct rdmastream_info i;
+	socklen_t len = sizeof(i);
+
+	memset(&i, 0, sizeof(i));
+	if (getsockopt(fd, SOL_RDMASTREAM, RDMASTREAM_INFO, &i, &len))
+		return -1;
+	return i.rsi_sq_kicks;
+}
+
 FIXTURE_SETUP(fence)
 {
 	struct sockaddr_in sin;
@@ -292,6 +303,14 @@ TEST_F_TIMEOUT(fence, stall, 90)
 			EXPECT_TRUE(r.err == ECONNRESET || r.err == EPIPE ||
 				    r.err == ETIMEDOUT)
 				TH_LOG("send: %s", strerror(r.err));
+			/*
+			 * The send queue's watchdog saw a signalled work
+			 * request wait a whole second and kicked the QP
+			 * (the rescue for rxe's parked requester).
+			 */
+			EXPECT_LE(1, sq_kicks(self->s))
+				TH_LOG("no watchdog kick in a %.1f s stall",
+				       rs_now() - t0);
 		}
 	}
 	/* the connection is gone, and every page went back */

@@ -800,7 +800,7 @@ static inline void rs_info_dump(const char *what, int fd)
 	if (rs.tcp || getsockopt(fd, SOL_RDMASTREAM, RDMASTREAM_INFO, &i,
 				 &len))
 		return;
-	rs_info("%s fd %d: state %u flags %#x credits %u sent %llu acked %llu rcvd %llu read %llu phase tx %u rx %u adv sent %llu filled %llu dead %llu cancelled %llu rcvd %llu used %llu stale %llu zc %llu stalls win %llu cred %llu probes %llu errors %llu",
+	rs_info("%s fd %d: state %u flags %#x credits %u sent %llu acked %llu rcvd %llu read %llu phase tx %u rx %u adv sent %llu filled %llu dead %llu cancelled %llu rcvd %llu used %llu stale %llu zc %llu stalls win %llu cred %llu probes %llu kicks %llu errors %llu",
 		what, fd, i.rsi_state, i.rsi_flags, i.rsi_credits,
 		(unsigned long long)i.rsi_bytes_sent,
 		(unsigned long long)i.rsi_bytes_acked,
@@ -818,6 +818,7 @@ static inline void rs_info_dump(const char *what, int fd)
 		(unsigned long long)i.rsi_window_stalls,
 		(unsigned long long)i.rsi_credit_stalls,
 		(unsigned long long)i.rsi_probes,
+		(unsigned long long)i.rsi_sq_kicks,
 		(unsigned long long)i.rsi_errors);
 }
 
@@ -845,8 +846,12 @@ static inline void rs_xfer_join_watch(struct rs_xfer *x, int n,
 				joined[i] = !pthread_tryjoin_np(x[i].thr, NULL);
 			busy |= i < 16 && !joined[i];
 		}
-		if (!busy)
+		if (!busy) {
+			/* RS_XFER_INFO=1: where each ended, for tuning */
+			for (i = 0; i < n && getenv("RS_XFER_INFO"); i++)
+				rs_info_dump("done", x[i].fd);
 			break;
+		}
 		if (sum != last) {
 			last = sum;
 			since = rs_now();

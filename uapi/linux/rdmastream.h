@@ -119,6 +119,8 @@ struct rdmastream_info {
 	__u64	rsi_errors;		/* failed work completions seen */
 	/* policy direct-only, sizes grow only by appending after this point */
 	__u64	rsi_direct_degrades;	/* times it went indirect: no ADVERT */
+	/* sizes grow only by appending after this point */
+	__u64	rsi_sq_kicks;		/* send queue silent for a second: kicked */
 };
 
 #define RDMASTREAM_INFO_F_PEER_READY	(1U << 0) /* peer buffer known */

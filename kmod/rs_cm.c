@@ -135,16 +135,15 @@ void rs_conn_fail(struct rs_sock *rs, int err)
 	rs_child_unlink(rs);
 }
 
-/* The errno connect() reports for a failed resolution (negative). */
+/*
+ * The errno connect() reports for a failed resolution (negative), as TCP
+ * would: no route is ENETUNREACH; anything else, a neighbour that never
+ * answered (rdma_cm's resolution timeout) included, is EHOSTUNREACH, which
+ * TCP reports when the neighbour entry fails during SYN_SENT.
+ */
 static int rs_addr_errno(int status)
 {
-	switch (status) {
-	case -ETIMEDOUT:
-	case -ENETUNREACH:
-		return status;
-	default:
-		return -EHOSTUNREACH;
-	}
+	return status == -ENETUNREACH ? status : -EHOSTUNREACH;
 }
 
 static void rs_route_resolved(struct rs_sock *rs, struct rdma_cm_id *id)

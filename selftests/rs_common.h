@@ -785,10 +785,6 @@ static inline int rs_xfer_start(struct rs_xfer *x, void *(*fn)(void *))
 	return pthread_create(&x->thr, NULL, fn, x);
 }
 
-static inline void rs_xfer_join(struct rs_xfer *x)
-{
-	pthread_join(x->thr, NULL);
-}
 
 /* One line of a socket's RDMASTREAM_INFO, for reports of a stalled test. */
 static inline void rs_info_dump(const char *what, int fd)
@@ -867,6 +863,12 @@ static inline void rs_xfer_join_watch(struct rs_xfer *x, int n,
 		}
 		rs_msleep(100);
 	}
+}
+
+/* Join one transfer; a stall of 30 s is reported as above. */
+static inline void rs_xfer_join(struct rs_xfer *x)
+{
+	rs_xfer_join_watch(x, 1, 30);
 }
 
 /* Assert that a finished rs_xfer moved all its bytes intact. */

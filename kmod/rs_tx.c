@@ -244,16 +244,37 @@ void rs_push_locked(struct rs_sock *rs)
 static void rs_post_probe_locked(struct rs_sock *rs)
 {
 	struct ib_rdma_wr wr = {};
+	bool track = !rs->probe_out;
 
 	if (!rs->peer_ready || !rs_sq_free(rs))
 		return;
 	wr.wr.opcode = IB_WR_RDMA_WRITE;
 	wr.remote_addr = rs->peer_addr;
 	wr.rkey = rs->peer_rkey;
-	if (rs_post_slot(rs, &wr.wr, false, false))
+	/* signalled (one at a time), so rs_probe_timer() sees it complete */
+	if (rs_post_slot(rs, &wr.wr, track, false)) {
 		rs_abort_locked(rs, ECONNRESET);
-	else
-		rs->stats.probes++;
+		return;
+	}
+	rs->stats.probes++;
+	if (track) {
+		rs->probe_out = true;
+		rs->probe_seq = rs->sq_posted - 1;
+		rs->sq_progress = jiffies;
+	}
+}
+
+/*
+ * The QP neither completed nor failed anything since a probe went out
+ * RS_WEDGE_TIMEOUT ago. Seen with rxe (6.1) after a retransmission made
+ * it run a completed REG_MR again: the requester stops, the completer
+ * waits for an acknowledgement that no packet asks for, and without this
+ * every caller would wait for ever.
+ */
+static bool rs_wedged_locked(struct rs_sock *rs)
+{
+	return rs->probe_out &&
+	       time_after(jiffies, rs->sq_progress + RS_WEDGE_TIMEOUT);
 }
 
 /*
@@ -281,8 +302,12 @@ void rs_probe_timer(struct timer_list *t)
 	bool stalled, keep = sock_flag(&rs->sk, SOCK_KEEPOPEN);
 
 	spin_lock(&rs->lock);
-	if (!rs->dead && rs->transport) {
-		stalled = rs_flow_tx_unsent(&rs->flow) > 0;
+	if (!rs->dead && rs->transport && rs_wedged_locked(rs)) {
+		rs_abort_locked(rs, ETIMEDOUT);
+	} else if (!rs->dead && rs->transport) {
+		/* data to post, or posted and not known to be done */
+		stalled = rs_flow_tx_unsent(&rs->flow) > 0 ||
+			  rs->flow.tx_done != rs->flow.tx_sent;
 		if (stalled || keep)
 			rs_post_probe_locked(rs);
 		if (stalled)
@@ -382,6 +407,9 @@ void rs_send_done(struct ib_cq *cq, struct ib_wc *wc)
 	}
 	rs->stats.completions++;
 	rs_writers_snap_locked(rs, &w);
+	rs->sq_progress = jiffies;
+	if (rs->probe_out && s->seq >= rs->probe_seq)
+		rs->probe_out = false;
 	if (s->seq + 1 > rs->sq_done)
 		rs->sq_done = s->seq + 1;
 	if (s->tx_end > rs->flow.tx_done) {

@@ -430,15 +430,20 @@ void rs_send_done(struct ib_cq *cq, struct ib_wc *wc)
 }
 
 /*
- * Why sending is impossible now, or 0 when it is possible. A pending socket
- * error is reported (and cleared) only when consume is set.
+ * Why sending is impossible now (-EPIPE), or 0 when it is possible. A
+ * pending socket error stays pending: rs_sendmsg() returns what it copied
+ * if anything, and only a call that copied nothing reports (and clears)
+ * the error, through sk_stream_error(), as TCP does. Clearing it here
+ * lost it when the bytes copied before the failure were returned: the
+ * next send got EPIPE and a receive EOF, and nobody saw ETIMEDOUT or
+ * ECONNRESET (lossy.loss5, teardown.conn.reset_after_partial_send).
  */
-static int rs_send_error(struct rs_sock *rs, bool consume)
+static int rs_send_error(struct rs_sock *rs)
 {
 	struct sock *sk = &rs->sk;
 
 	if (READ_ONCE(sk->sk_err))
-		return consume ? sock_error(sk) : -EPIPE;
+		return -EPIPE;
 	if (sk->sk_shutdown & SEND_SHUTDOWN)
 		return -EPIPE;
 	if (!rs_state_open(sk->sk_state))
@@ -478,7 +483,7 @@ static long rs_wait_space(struct rs_sock *rs, long *timeo, bool direct)
 	int err;
 
 	for (;;) {
-		err = rs_send_error(rs, true);
+		err = rs_send_error(rs);
 		if (err)
 			return err;
 		space = rs_tx_space(rs);
@@ -491,7 +496,7 @@ static long rs_wait_space(struct rs_sock *rs, long *timeo, bool direct)
 			return err;
 		add_wait_queue(sk_sleep(sk), &wait);
 		sk_wait_event(sk, timeo, rs_tx_space(rs) ||
-			      rs_send_error(rs, false) ||
+			      rs_send_error(rs) ||
 			      (direct && rs_dsend_ready(rs)), &wait);
 		remove_wait_queue(sk_sleep(sk), &wait);
 	}
@@ -511,7 +516,7 @@ static int rs_wait_advert(struct rs_sock *rs, long *timeo)
 	int err;
 
 	for (;;) {
-		err = rs_send_error(rs, true);
+		err = rs_send_error(rs);
 		if (err)
 			return err;
 		if (rs_dsend_ready(rs))
@@ -523,7 +528,7 @@ static int rs_wait_advert(struct rs_sock *rs, long *timeo)
 		was = left;
 		add_wait_queue(sk_sleep(sk), &wait);
 		sk_wait_event(sk, &left, rs_dsend_ready(rs) ||
-			      rs_send_error(rs, false), &wait);
+			      rs_send_error(rs), &wait);
 		remove_wait_queue(sk_sleep(sk), &wait);
 		if (*timeo != MAX_SCHEDULE_TIMEOUT)
 			*timeo -= min(*timeo, was - left);
@@ -586,7 +591,7 @@ int rs_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
 	timeo = sock_sndtimeo(sk, flags & MSG_DONTWAIT);
 	err = rs_wait_connect(rs, &timeo);
 	if (!err)
-		err = rs_send_error(rs, true);
+		err = rs_send_error(rs);
 	direct = rs_policy(rs) != RDMASTREAM_POLICY_INDIRECT_ONLY &&
 		 user_backed_iter(&msg->msg_iter);
 	while (!err && copied < len) {
@@ -602,7 +607,7 @@ int rs_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
 				direct = false;
 				continue;
 			}
-			err = ret ? ret : rs_send_error(rs, true);
+			err = ret ? ret : rs_send_error(rs);
 			if (err)
 				continue;
 			if (rs_policy(rs) == RDMASTREAM_POLICY_DIRECT_ONLY) {

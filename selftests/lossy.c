@@ -18,8 +18,9 @@
  *   partition_long    100 % loss until both streams of this host ended:
  *                     each must fail with ETIMEDOUT or ECONNRESET (a send
  *                     may see EPIPE after that) within RS_LOSSY_BOUND
- *                     (30 s) of the partition's start; TCP with
- *                     TCP_USER_TIMEOUT RS_LOSSY_TCP_UTO ms (8000)
+ *                     (30 s) of the partition's start; SO_KEEPALIVE every
+ *                     2 s (module parameter keepalive_secs, restored),
+ *                     TCP with TCP_USER_TIMEOUT RS_LOSSY_TCP_UTO ms (8000)
  *
  * loss5 and reorder over rdmastream may instead be cut by rxe (6.1),
  * which counts every NAK of a go-back-N retry against the QP's retry
@@ -62,6 +63,7 @@ FIXTURE(lossy)
 {
 	int fd;
 	bool shaped;		/* netem is on RS_NETDEV */
+	long long keepalive;	/* module's keepalive_secs to restore, or 0 */
 };
 
 FIXTURE_VARIANT(lossy)
@@ -230,6 +232,7 @@ FIXTURE_SETUP(lossy)
 			      variant->id;
 
 	self->fd = -1;
+	self->keepalive = 0;
 	rs_watchdog(_metadata->timeout + 30);
 	/* only the one-machine trial of selftests/README, never in a VM */
 	if (rs.tcp && !rs.netdev)
@@ -273,6 +276,8 @@ FIXTURE_TEARDOWN(lossy)
 		lossy_netem(NULL);
 	if (self->fd >= 0)
 		close(self->fd);
+	if (self->keepalive > 0)
+		rs_param_set("keepalive_secs", self->keepalive);
 	/* $RS_OUT/lossy-<case>.trace: what the module saw */
 	if (!variant->tcp && !rs.tcp && dir && rs.out) {
 		rs_system("cat %s/trace > %s/lossy-%s.trace", dir, rs.out,
@@ -374,6 +379,31 @@ static bool lossy_cut_errno(int err, bool send_side)
 }
 
 /*
+ * partition_long: a side whose own data was all acknowledged before the
+ * partition would sit in recv() for ever, over TCP as over rdmastream;
+ * keepalive every 2 s makes it notice. TCP also gets TCP_USER_TIMEOUT,
+ * what the QP's retry limit does for the family.
+ */
+static void lossy_keepalive(struct __test_metadata *_metadata,
+			    FIXTURE_DATA(lossy) *self,
+			    const FIXTURE_VARIANT(lossy) *v)
+{
+	ASSERT_EQ(0, rs_setint(self->fd, SOL_SOCKET, SO_KEEPALIVE, 1));
+	if (!v->tcp && !rs.tcp) {
+		/* module-wide: restored in the teardown */
+		self->keepalive = rs_param_get("keepalive_secs");
+		ASSERT_LT(0, self->keepalive);
+		ASSERT_EQ(0, rs_param_set("keepalive_secs", 2));
+		return;
+	}
+	ASSERT_EQ(0, rs_setint(self->fd, IPPROTO_TCP, TCP_USER_TIMEOUT,
+			       rs_env_ulong("RS_LOSSY_TCP_UTO", 8000)));
+	ASSERT_EQ(0, rs_setint(self->fd, IPPROTO_TCP, TCP_KEEPIDLE, 2));
+	ASSERT_EQ(0, rs_setint(self->fd, IPPROTO_TCP, TCP_KEEPINTVL, 1));
+	ASSERT_EQ(0, rs_setint(self->fd, IPPROTO_TCP, TCP_KEEPCNT, 3));
+}
+
+/*
  * A connection cut short (partition, or rxe giving up): whatever arrived
  * is intact, and it ended with a clean error within limit seconds. One
  * call reports the error (sk_err is reported once, as with TCP); the
@@ -415,11 +445,8 @@ static void lossy_run(struct __test_metadata *_metadata,
 	/* TCP is faster here: more, so that the partition comes mid-way */
 	if (v->part && v->tcp)
 		per *= 4;
-	if (v->tcp && v->part == LP_LONG)
-		/* what the QP's retry limit does for the family */
-		ASSERT_EQ(0, rs_setint(self->fd, IPPROTO_TCP,
-				       TCP_USER_TIMEOUT,
-				       rs_env_ulong("RS_LOSSY_TCP_UTO", 8000)));
+	if (v->part == LP_LONG)
+		lossy_keepalive(_metadata, self, v);
 	for (i = 0; i < 2; i++) {
 		/* x[0] sends, x[1] receives the other host's stream */
 		unsigned int from = i ? 3 - rs.host : rs.host;

@@ -44,11 +44,24 @@
 #define RS_RESOLVE_MS		2000
 #define RS_ORPHAN_TIMEOUT	(60 * HZ)
 #define RS_PROBE_INTERVAL	HZ	/* while a sender is stalled */
+/*
+ * A signalled probe with no send completion at all for this long: the QP
+ * neither delivers nor fails (rxe can wedge so, docs/lossy-links.md). A
+ * healthy QP completes or fails it within its retry budget: 7 tries of
+ * ~1.07 s for lost packets plus 7 receiver-not-ready waits of <= 655 ms.
+ */
+#define RS_WEDGE_TIMEOUT	(20 * HZ)
 #define RS_MAX_SGE		16	/* gather entries per direct WRITE */
 #define RS_DIRECT_PAGES		512	/* largest advertised buffer, pages */
 #define RS_CANCEL_TIMEOUT	(10 * HZ)	/* peer silent on a CANCEL */
 #define RS_DIRECT_TIMEOUT	(10 * HZ)	/* a direct transfer's WRs pending */
-#define RS_INV_TIMEOUT		(2 * HZ)	/* LOCAL_INV pending */
+/*
+ * LOCAL_INV pending. rxe runs it only after every earlier work request
+ * has completed, so it waits out the retransmissions of a lossy link:
+ * the bound must cover the QP's retry budget (RS_WEDGE_TIMEOUT), else a
+ * link that would recover (a 5 s partition) resets the connection.
+ */
+#define RS_INV_TIMEOUT		(12 * HZ)
 #define RS_DRAIN_TIMEOUT	(5 * HZ)	/* a fenced caller's wait */
 #define RS_DSMALL_MAX		4	/* small direct receives before backing off */
 #define RS_INV_KICK		(HZ / 10)	/* LOCAL_INV late: kick the QP */
@@ -257,6 +270,9 @@ struct rs_sock {
 	u64 sq_done;
 	u64 sq_signaled;
 	u64 wd_sq_done;			/* sq_done at the last watchdog tick */
+	u64 probe_seq;			/* the signalled probe outstanding */
+	unsigned long sq_progress;	/* jiffies: last send completion */
+	bool probe_out;			/* ...since sq_progress or later */
 	u32 regs_pending;		/* REG_MR work requests outstanding */
 	bool peer_ready;		/* SETUP received */
 	bool fin_done;			/* FIN completed: the peer has it */
@@ -339,6 +355,24 @@ static inline int rs_may_wait(long timeo)
 	lock_sock(&(rs)->sk);						\
 	__left; })
 
+/*
+ * rs_dwait() that times out only after tmo without any send completion.
+ * On a lossy link the QP may need longer than tmo to get through what was
+ * queued before our request while it keeps completing work; giving up
+ * then would reset a connection that works (docs/lossy-links.md). A QP
+ * that stops completing fails within its retry budget (the condition
+ * then holds once drained) or is ended by RS_WEDGE_TIMEOUT.
+ */
+#define rs_dwait_progress(rs, cond, tmo) ({				\
+	long __l;							\
+	for (;;) {							\
+		__l = rs_dwait(rs, cond, tmo);				\
+		if (__l || !time_before(jiffies,			\
+				READ_ONCE((rs)->sq_progress) + (tmo)))	\
+			break;						\
+	}								\
+	__l; })
+
 /* A thread leaves a direct transfer; see rs_drecv(). Under lock_sock(). */
 static inline void rs_dactive_put(struct rs_sock *rs)
 {
@@ -359,7 +393,7 @@ extern int rs_inject_post;
 
 /* Work request chains, named for fault injection (rs_inject_post). */
 enum rs_chain {
-	RS_CHAIN_ADVERT = 1,	/* REG_MR, ADVERT */
+	RS_CHAIN_ADVERT = 1,	/* LOCAL_INV, REG_MR, ADVERT */
 	RS_CHAIN_ZCOPY = 2,	/* WRITE..., DIRECT */
 	RS_CHAIN_INLINE = 3,	/* inline WRITE, DIRECT */
 };

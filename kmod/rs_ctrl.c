@@ -234,6 +234,7 @@ void rs_reg_done(struct ib_cq *cq, struct ib_wc *wc)
 		rs->sq_done = 2;
 	if (rs->sq_signaled < 1)
 		rs->sq_signaled = 1;
+	rs->sq_progress = jiffies;
 	rs->regs_pending = 0;
 	rs->flow.ready = rs->peer_ready;
 	if (!rs->dead && rs_ctrl_post_locked(rs, RS_MSG_SETUP))

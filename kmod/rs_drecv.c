@@ -154,7 +154,7 @@ static bool rs_drecv_room_locked(struct rs_sock *rs)
 
 	return rs->transport && !rs->dead && rs->flow.setup_sent && rs->dmax &&
 	       rs_drx_may_advert(&rs->drx, rs_flow_rx_avail(&rs->flow)) &&
-	       rs_sq_free(rs) >= 2 && rs_flow_may_send(&rs->flow, returns);
+	       rs_sq_free(rs) >= 3 && rs_flow_may_send(&rs->flow, returns);
 }
 
 /*
@@ -206,17 +206,33 @@ static void rs_advert_fill(struct rs_ctl *m, const struct rs_advert *a,
 	m->flags = cpu_to_be32(a->flags);
 }
 
-/* Register the slot's MR over the pinned pages and send the ADVERT. */
+/*
+ * Register the slot's MR over the pinned pages and send the ADVERT:
+ * LOCAL_INV, REG_MR, SEND in one chain.
+ *
+ * The LOCAL_INV of the (already invalid) MR's old key is there for rxe
+ * (6.1): when it retransmits (go-back-N from the oldest unacknowledged
+ * request) it walks the send queue again and runs a REG_MR that it had
+ * already run. The MR is valid by then, so the second REG_MR fails and
+ * the QP stops dead (docs/lossy-links.md); or, if the peer invalidated
+ * it meanwhile, it is quietly registered again. rxe runs a LOCAL_INV only
+ * when every request before it has completed, so nothing before the
+ * REG_MR can be retransmitted any more.
+ */
 static int rs_drecv_post_slot(struct rs_sock *rs, struct rs_dslot *d,
 			      const struct rs_advert *a)
 {
-	struct rs_send *s = &rs->sends[(rs->sq_posted + 1) % RS_SQ_DEPTH];
+	struct rs_send *s = &rs->sends[(rs->sq_posted + 2) % RS_SQ_DEPTH];
+	struct ib_send_wr inv = {};
 	struct ib_reg_wr reg = {};
 	struct ib_send_wr send = {};
 	struct ib_sge sge;
 	u32 credits;
 	int n;
 
+	inv.opcode = IB_WR_LOCAL_INV;
+	inv.ex.invalidate_rkey = d->mr->rkey;
+	inv.next = &reg.wr;
 	ib_update_fast_reg_key(d->mr, ib_inc_rkey(d->mr->rkey));
 	n = ib_map_mr_sg(d->mr, d->pin.sgt.sgl, d->pin.nents, NULL,
 			 PAGE_SIZE);
@@ -233,7 +249,7 @@ static int rs_drecv_post_slot(struct rs_sock *rs, struct rs_dslot *d,
 	rs_advert_fill(s->msg, a, d->mr);
 	rs_ctl_sge(rs, s, &sge, &send);
 	send.opcode = IB_WR_SEND;
-	if (rs_post_chain(rs, &reg.wr, NULL, RS_CHAIN_ADVERT))
+	if (rs_post_chain(rs, &inv, NULL, RS_CHAIN_ADVERT))
 		return -EIO;	/* fenced; the REG_MR may have gone out */
 	rs_flow_msg_sent(&rs->flow);
 	rs_flow_window_sent(&rs->flow);
@@ -385,7 +401,10 @@ static int rs_drecv_invalidate(struct rs_sock *rs, struct rs_dslot *d)
 			return -EINTR;
 		if (left > 0)
 			break;
-		if (time_after(jiffies, deadline))
+		/* a lossy link: the QP still works through what is before */
+		if (time_after(jiffies, deadline) &&
+		    time_after(jiffies, READ_ONCE(rs->sq_progress) +
+			       RS_INV_TIMEOUT))
 			return -ETIMEDOUT;
 		spin_lock_bh(&rs->lock);
 		rs_kick_locked(rs);

@@ -310,7 +310,7 @@ static bool rs_zsend_give_up(struct rs_sock *rs, struct rs_zsend *z, int err)
 
 /*
  * Wait until the HCA is done with z's pages: bounded by RS_DIRECT_TIMEOUT
- * (normally microseconds; a peer that stops acknowledging or posting
+ * without a send completion (normally microseconds; a peer that stops acknowledging or posting
  * receives makes the QP fail well before), and cut short only by a fatal
  * signal. A sender that stops waiting fences the connection (design.md,
  * "The fence"). Returns 0 or -EPIPE when z is the caller's again, else
@@ -319,8 +319,9 @@ static bool rs_zsend_give_up(struct rs_sock *rs, struct rs_zsend *z, int err)
 static int rs_zsend_wait(struct rs_sock *rs, struct rs_zsend *z,
 			 bool *orphan)
 {
-	long left = rs_dwait(rs, READ_ONCE(z->wait.done) ||
-			     READ_ONCE(rs->drained), RS_DIRECT_TIMEOUT);
+	long left = rs_dwait_progress(rs, READ_ONCE(z->wait.done) ||
+				      READ_ONCE(rs->drained),
+				      RS_DIRECT_TIMEOUT);
 
 	*orphan = false;
 	if (left > 0)

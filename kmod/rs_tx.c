@@ -247,16 +247,37 @@ void rs_push_locked(struct rs_sock *rs)
 static void rs_post_probe_locked(struct rs_sock *rs)
 {
 	struct ib_rdma_wr wr = {};
+	bool track = !rs->probe_out;
 
 	if (!rs->peer_ready || !rs_sq_free(rs))
 		return;
 	wr.wr.opcode = IB_WR_RDMA_WRITE;
 	wr.remote_addr = rs->peer_addr;
 	wr.rkey = rs->peer_rkey;
-	if (rs_post_slot(rs, &wr.wr, false, false))
+	/* signalled (one at a time), so rs_probe_timer() sees it complete */
+	if (rs_post_slot(rs, &wr.wr, track, false)) {
 		rs_abort_locked(rs, ECONNRESET);
-	else
-		rs->stats.probes++;
+		return;
+	}
+	rs->stats.probes++;
+	if (track) {
+		rs->probe_out = true;
+		rs->probe_seq = rs->sq_posted - 1;
+		rs->sq_progress = jiffies;
+	}
+}
+
+/*
+ * The QP neither completed nor failed anything since a probe went out
+ * RS_WEDGE_TIMEOUT ago. Seen with rxe (6.1) after a retransmission made
+ * it run a completed REG_MR again: the requester stops, the completer
+ * waits for an acknowledgement that no packet asks for, and without this
+ * every caller would wait for ever.
+ */
+static bool rs_wedged_locked(struct rs_sock *rs)
+{
+	return rs->probe_out &&
+	       time_after(jiffies, rs->sq_progress + RS_WEDGE_TIMEOUT);
 }
 
 /*
@@ -305,8 +326,12 @@ void rs_probe_timer(struct timer_list *t)
 	bool stalled, stuck, keep = sock_flag(&rs->sk, SOCK_KEEPOPEN);
 
 	spin_lock(&rs->lock);
-	if (!rs->dead && rs->transport) {
-		stalled = rs_flow_tx_unsent(&rs->flow) > 0;
+	if (!rs->dead && rs->transport && rs_wedged_locked(rs)) {
+		rs_abort_locked(rs, ETIMEDOUT);
+	} else if (!rs->dead && rs->transport) {
+		/* data to post, or posted and not known to be done */
+		stalled = rs_flow_tx_unsent(&rs->flow) > 0 ||
+			  rs->flow.tx_done != rs->flow.tx_sent;
 		stuck = rs_sq_stuck_locked(rs);
 		if (stalled || stuck || keep)
 			rs_post_probe_locked(rs);
@@ -409,6 +434,9 @@ void rs_send_done(struct ib_cq *cq, struct ib_wc *wc)
 	}
 	rs->stats.completions++;
 	rs_writers_snap_locked(rs, &w);
+	rs->sq_progress = jiffies;
+	if (rs->probe_out && s->seq >= rs->probe_seq)
+		rs->probe_out = false;
 	if (s->seq + 1 > rs->sq_done)
 		rs->sq_done = s->seq + 1;
 	if (s->tx_end > rs->flow.tx_done) {
@@ -429,15 +457,20 @@ void rs_send_done(struct ib_cq *cq, struct ib_wc *wc)
 }
 
 /*
- * Why sending is impossible now, or 0 when it is possible. A pending socket
- * error is reported (and cleared) only when consume is set.
+ * Why sending is impossible now (-EPIPE), or 0 when it is possible. A
+ * pending socket error stays pending: rs_sendmsg() returns what it copied
+ * if anything, and only a call that copied nothing reports (and clears)
+ * the error, through sk_stream_error(), as TCP does. Clearing it here
+ * lost it when the bytes copied before the failure were returned: the
+ * next send got EPIPE and a receive EOF, and nobody saw ETIMEDOUT or
+ * ECONNRESET (lossy.loss5, teardown.conn.reset_after_partial_send).
  */
-static int rs_send_error(struct rs_sock *rs, bool consume)
+static int rs_send_error(struct rs_sock *rs)
 {
 	struct sock *sk = &rs->sk;
 
 	if (READ_ONCE(sk->sk_err))
-		return consume ? sock_error(sk) : -EPIPE;
+		return -EPIPE;
 	if (sk->sk_shutdown & SEND_SHUTDOWN)
 		return -EPIPE;
 	if (!rs_state_open(sk->sk_state))
@@ -477,7 +510,7 @@ static long rs_wait_space(struct rs_sock *rs, long *timeo, bool direct)
 	int err;
 
 	for (;;) {
-		err = rs_send_error(rs, true);
+		err = rs_send_error(rs);
 		if (err)
 			return err;
 		space = rs_tx_space(rs);
@@ -490,7 +523,7 @@ static long rs_wait_space(struct rs_sock *rs, long *timeo, bool direct)
 			return err;
 		add_wait_queue(sk_sleep(sk), &wait);
 		sk_wait_event(sk, timeo, rs_tx_space(rs) ||
-			      rs_send_error(rs, false) ||
+			      rs_send_error(rs) ||
 			      (direct && rs_dsend_ready(rs)), &wait);
 		remove_wait_queue(sk_sleep(sk), &wait);
 	}
@@ -510,7 +543,7 @@ static int rs_wait_advert(struct rs_sock *rs, long *timeo)
 	int err;
 
 	for (;;) {
-		err = rs_send_error(rs, true);
+		err = rs_send_error(rs);
 		if (err)
 			return err;
 		if (rs_dsend_ready(rs))
@@ -522,7 +555,7 @@ static int rs_wait_advert(struct rs_sock *rs, long *timeo)
 		was = left;
 		add_wait_queue(sk_sleep(sk), &wait);
 		sk_wait_event(sk, &left, rs_dsend_ready(rs) ||
-			      rs_send_error(rs, false), &wait);
+			      rs_send_error(rs), &wait);
 		remove_wait_queue(sk_sleep(sk), &wait);
 		if (*timeo != MAX_SCHEDULE_TIMEOUT)
 			*timeo -= min(*timeo, was - left);
@@ -585,7 +618,7 @@ int rs_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
 	timeo = sock_sndtimeo(sk, flags & MSG_DONTWAIT);
 	err = rs_wait_connect(rs, &timeo);
 	if (!err)
-		err = rs_send_error(rs, true);
+		err = rs_send_error(rs);
 	direct = rs_policy(rs) != RDMASTREAM_POLICY_INDIRECT_ONLY &&
 		 user_backed_iter(&msg->msg_iter);
 	while (!err && copied < len) {
@@ -601,7 +634,7 @@ int rs_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
 				direct = false;
 				continue;
 			}
-			err = ret ? ret : rs_send_error(rs, true);
+			err = ret ? ret : rs_send_error(rs);
 			if (err)
 				continue;
 			if (rs_policy(rs) == RDMASTREAM_POLICY_DIRECT_ONLY) {

@@ -21,9 +21,9 @@
  * (the IB CM lets each side choose the other's count) is refused.
  *
  * inject.*: the module parameter inject_post makes one work request chain
- * fail part-way, as a device may: ADVERT (REG_MR, SEND), zero-copy
- * (WRITEs, DIRECT) and inline direct (WRITE, DIRECT), at the first, second
- * and last position. The call gets an error, the connection is reset, and
+ * fail part-way, as a device may: ADVERT (LOCAL_INV, REG_MR, SEND),
+ * zero-copy (WRITEs, DIRECT) and inline direct (WRITE, DIRECT), at the
+ * first, second and last position. The call gets an error, the connection is reset, and
  * the trace shows that no pinned page went back before the QP was drained.
  *
  * memlock: a process whose RLIMIT_MEMLOCK is 0 (and no CAP_IPC_LOCK)

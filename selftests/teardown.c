@@ -387,6 +387,33 @@ TEST_F_TIMEOUT(conn, peer_closes_while_sending, 60)
 	EXPECT_LT(rs_now() - t0, fault_sec());
 }
 
+/*
+ * A send blocked with part of its bytes copied when the peer resets
+ * returns that count; the error is not lost with it: TCP reports it to
+ * the next call (ECONNRESET), not EPIPE, and a receive after that sees
+ * EOF. (The module used to clear the error while returning the count.)
+ */
+TEST_F_TIMEOUT(conn, reset_after_partial_send, 60)
+{
+	struct blocked_io w = { .fd = self->c, .send = true,
+				.len = 64 * RS_MIB };
+	char b;
+
+	ASSERT_EQ(6, send(self->c, "unread", 6, 0));
+	ASSERT_EQ(6, rs_wait_inq(self->s, 6, 5000));
+	ASSERT_EQ(0, pthread_create(&w.thr, NULL, blocked_io_fn, &w));
+	rs_msleep(500);
+	/* unread data: the close resets the connection */
+	close(self->s);
+	self->s = -1;
+	pthread_join(w.thr, NULL);
+	ASSERT_GT(w.ret, 0) TH_LOG("blocked send: %s", strerror(w.err));
+	ASSERT_LT(w.ret, (ssize_t)w.len);
+	EXPECT_EQ(-1, send(self->c, "x", 1, MSG_NOSIGNAL));
+	EXPECT_EQ(ECONNRESET, errno) TH_LOG("send: %s", strerror(errno));
+	EXPECT_EQ(0, recv(self->c, &b, 1, 0));
+}
+
 TEST_F(conn, shutdown_wakes_recv)
 {
 	struct blocked_io r = { .fd = self->c, .len = 16 };

@@ -8,6 +8,8 @@
  *
  * stream:     RS_WIRE_MB MiB each way at once over one connection,
  *             verified byte by byte, verdicts exchanged at the end.
+ * stream6:    the same over IPv6 (RS_ADDR6, RS_PEER6: 2001:2::<host> in
+ *             the VMs), RS_WIRE_MB6 MiB each way.
  * multi:      RS_WIRE_CONNS connections doing the same with random I/O.
  * peer_death: host 2 connects twice, takes some data, then powers itself
  *             off without closing anything (sysrq, RS_WIRE_DIE). Host 1
@@ -21,7 +23,7 @@
  * the other host), RS_WIRE_MB (64), RS_WIRE_CONNS (4), RS_WIRE_DIE (o:
  * sysrq power off; b: sysrq reboot; kill: just SIGKILL the holder process,
  * for testing the test; none: skip peer_death), RS_WIRE_DIE_DELAY (15),
- * RS_WIRE_DEATH_SEC (60).
+ * RS_WIRE_DEATH_SEC (60), RS_WIRE_MB6 (16).
  */
 #include "rs_common.h"
 
@@ -29,7 +31,7 @@
 
 #define WIRE_MAGIC	0x657269777372ULL	/* "rswire" */
 
-enum wire_test { WT_STREAM = 1, WT_MULTI, WT_DEATH };
+enum wire_test { WT_STREAM = 1, WT_MULTI, WT_DEATH, WT_STREAM6 };
 
 struct hello {
 	uint64_t magic;
@@ -59,6 +61,39 @@ static bool retryable(int err)
 	       err == ECONNABORTED;
 }
 
+/*
+ * The address of this host (peer false) or of the other one for test t:
+ * IPv6 for stream6 (RS_ADDR6/RS_PEER6, ::1 against TCP without them; no
+ * address is a failure), else IPv4.
+ */
+static socklen_t wire_addr(struct __test_metadata *_metadata,
+			   enum wire_test t, bool peer,
+			   struct sockaddr_storage *ss)
+{
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+	const char *env;
+
+	memset(ss, 0, sizeof(*ss));
+	if (t != WT_STREAM6)
+		return rs_sin((struct sockaddr_in *)ss,
+			      peer ? rs.peer : rs.addr, wire_port(t));
+	env = getenv(peer ? "RS_PEER6" : "RS_ADDR6");
+	if (!env && rs.tcp)
+		env = "::1";
+	ASSERT_NE(NULL, env) TH_LOG("%s is not set",
+				    peer ? "RS_PEER6" : "RS_ADDR6");
+	s6->sin6_family = AF_INET6;
+	s6->sin6_port = htons(wire_port(t));
+	ASSERT_EQ(1, inet_pton(AF_INET6, env, &s6->sin6_addr))
+		TH_LOG("not an IPv6 address: %s", env);
+	return sizeof(*s6);
+}
+
+static int wire_socket(enum wire_test t)
+{
+	return t == WT_STREAM6 ? rs_socket6(0) : rs_socket(0);
+}
+
 /* Host 2: connect to the peer's port, retrying until it listens. */
 static int wire_dial(struct __test_metadata *_metadata, enum wire_test t,
 		     uint32_t index, uint32_t flags)
@@ -68,14 +103,15 @@ static int wire_dial(struct __test_metadata *_metadata, enum wire_test t,
 		.flags = flags,
 	};
 	double end = rs_now() + wire_wait();
-	struct sockaddr_in sin;
+	struct sockaddr_storage ss;
+	socklen_t len;
 	int fd, err, tries = 0;
 
-	rs_sin(&sin, rs.peer, wire_port(t));
+	len = wire_addr(_metadata, t, true, &ss);
 	for (;;) {
-		fd = rs_socket(0);
+		fd = wire_socket(t);
 		ASSERT_GE(fd, 0) TH_LOG("socket: %s", strerror(errno));
-		if (!connect(fd, (struct sockaddr *)&sin, sizeof(sin)))
+		if (!connect(fd, (struct sockaddr *)&ss, len))
 			break;
 		err = errno;
 		close(fd);
@@ -94,14 +130,15 @@ static int wire_dial(struct __test_metadata *_metadata, enum wire_test t,
 /* Host 1: listener on our port. */
 static int wire_listen(struct __test_metadata *_metadata, enum wire_test t)
 {
-	struct sockaddr_in sin;
+	struct sockaddr_storage ss;
+	socklen_t len;
 	int fd;
 
-	fd = rs_socket(0);
+	len = wire_addr(_metadata, t, false, &ss);
+	fd = wire_socket(t);
 	ASSERT_GE(fd, 0);
 	ASSERT_EQ(0, rs_setint(fd, SOL_SOCKET, SO_REUSEADDR, 1));
-	rs_sin(&sin, rs.addr, wire_port(t));
-	ASSERT_EQ(0, bind(fd, (struct sockaddr *)&sin, sizeof(sin)))
+	ASSERT_EQ(0, bind(fd, (struct sockaddr *)&ss, len))
 		TH_LOG("bind port %u: %s", wire_port(t), strerror(errno));
 	ASSERT_EQ(0, listen(fd, 16));
 	return fd;
@@ -259,6 +296,15 @@ TEST_F_TIMEOUT(wire, multi, 900)
 	ASSERT_GT(n, 0);
 	wire_connect_all(_metadata, &self->c, WT_MULTI, n);
 	wire_streams(_metadata, &self->c, per / n, true, "multi");
+}
+
+/* Over IPv6: rdma_cm resolves the peer's 2001:2:: address through rxe0. */
+TEST_F_TIMEOUT(wire, stream6, 900)
+{
+	uint64_t per = rs_env_ulong("RS_WIRE_MB6", 16) * RS_MIB;
+
+	wire_connect_all(_metadata, &self->c, WT_STREAM6, 1);
+	wire_streams(_metadata, &self->c, per, false, "stream6");
 }
 
 /* ---- peer_death ---- */

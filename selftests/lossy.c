@@ -1,0 +1,519 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Lossy and distant links between two hosts (run-tests wire, both hosts at
+ * once, like wire.c). Every case moves a verified stream both ways at once
+ * over one connection while netem shapes BOTH hosts' egress on RS_NETDEV
+ * (RoCE v2 is UDP on that NIC, so rxe's packets go through netem), once
+ * over AF_RDMASTREAM and once over kernel TCP on the same link (the _tcp
+ * variants) for comparison:
+ *
+ *   loss1, loss5      1 % / 5 % random loss
+ *   reorder           10 ms delay, 25 % of the packets sent at once
+ *   dup               1 % duplicated packets
+ *   delay24           24 ms each way (48 ms RTT, the paper's distance test)
+ *   partition         100 % loss for RS_LOSSY_PART_SEC (5 s) once 1 MiB
+ *                     has arrived, then restored: inside the QP's retry
+ *                     budget (docs/lossy-links.md), so the streams must
+ *                     resume and complete intact
+ *   partition_long    100 % loss until both streams of this host ended:
+ *                     each must fail with ETIMEDOUT or ECONNRESET (a send
+ *                     may see EPIPE after that) within RS_LOSSY_BOUND
+ *                     (30 s) of the partition's start; SO_KEEPALIVE every
+ *                     2 s (module parameter keepalive_secs, restored),
+ *                     TCP with TCP_USER_TIMEOUT RS_LOSSY_TCP_UTO ms (8000)
+ *
+ * loss5 and reorder over rdmastream may instead be cut by rxe (6.1),
+ * which counts every NAK of a go-back-N retry against the QP's retry
+ * limit: then what arrived must be intact and both sides must end with
+ * ETIMEDOUT/ECONNRESET (EOF/EPIPE for the second call) within
+ * RS_LOSSY_CUT_SEC (120 s). Every other case must complete intact.
+ *
+ * Each host prints "lossy: <case> host <n> received <MiB> in <s>: <MiB/s>"
+ * and appends the same to $RS_OUT/lossy.txt; the module's aborts and
+ * completion errors go to $RS_OUT/lossy-<case>.trace. Connection setup
+ * happens on a clean link; netem goes on once connected and off in the
+ * teardown.
+ *
+ * Knobs (defaults): RS_LOSSY_MB (2 MiB each way), RS_LOSSY_PART_MB (8,
+ * the partition cases, 4 times that for TCP), RS_LOSSY_PART_SEC (5),
+ * RS_LOSSY_BOUND (30), RS_LOSSY_CUT_SEC (120), RS_LOSSY_TCP_UTO (8000),
+ * RS_LOSSY_PORT (47100), RS_LOSSY_WAIT (300 s to wait for the other
+ * host), RS_LOSSY_NETEM (extra netem words for every case, e.g.
+ * "rate 100mbit"), RS_LOSSY_POLICY (RDMASTREAM_POLICY of the rdmastream
+ * cases: 0 dynamic, 1 direct only, 2 indirect only; default: the
+ * module's).
+ */
+#include "rs_common.h"
+
+#include <netinet/tcp.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+
+#define LOSSY_MAGIC	0x79736f6c7372ULL	/* "rslosy" */
+
+struct lossy_hello {
+	uint64_t magic;
+	uint32_t id;
+	uint32_t pad;
+};
+
+enum lossy_part { LP_NONE, LP_SHORT, LP_LONG };
+
+FIXTURE(lossy)
+{
+	int fd;
+	bool shaped;		/* netem is on RS_NETDEV */
+	long long keepalive;	/* module's keepalive_secs to restore, or 0 */
+};
+
+FIXTURE_VARIANT(lossy)
+{
+	const char *name;
+	int id;			/* port offset, unique */
+	const char *netem;	/* netem words for the whole case */
+	enum lossy_part part;
+	bool tcp;		/* kernel TCP instead of the family */
+	bool may_cut;		/* rxe may give up: a clean cut is accepted */
+};
+
+FIXTURE_VARIANT_ADD(lossy, loss1) {
+	.name = "loss1", .id = 0, .netem = "loss 1%", .part = LP_NONE,
+	.tcp = false,
+};
+
+FIXTURE_VARIANT_ADD(lossy, loss1_tcp) {
+	.name = "loss1_tcp", .id = 1, .netem = "loss 1%", .part = LP_NONE,
+	.tcp = true,
+};
+
+FIXTURE_VARIANT_ADD(lossy, loss5) {
+	.name = "loss5", .id = 2, .netem = "loss 5%", .part = LP_NONE,
+	.tcp = false,
+	.may_cut = true,
+};
+
+FIXTURE_VARIANT_ADD(lossy, loss5_tcp) {
+	.name = "loss5_tcp", .id = 3, .netem = "loss 5%", .part = LP_NONE,
+	.tcp = true,
+};
+
+FIXTURE_VARIANT_ADD(lossy, reorder) {
+	.name = "reorder", .id = 4, .netem = "delay 10ms reorder 25% 50%", .part = LP_NONE,
+	.tcp = false,
+	.may_cut = true,
+};
+
+FIXTURE_VARIANT_ADD(lossy, reorder_tcp) {
+	.name = "reorder_tcp", .id = 5, .netem = "delay 10ms reorder 25% 50%", .part = LP_NONE,
+	.tcp = true,
+};
+
+FIXTURE_VARIANT_ADD(lossy, dup) {
+	.name = "dup", .id = 6, .netem = "duplicate 1%", .part = LP_NONE,
+	.tcp = false,
+};
+
+FIXTURE_VARIANT_ADD(lossy, dup_tcp) {
+	.name = "dup_tcp", .id = 7, .netem = "duplicate 1%", .part = LP_NONE,
+	.tcp = true,
+};
+
+FIXTURE_VARIANT_ADD(lossy, delay24) {
+	.name = "delay24", .id = 8, .netem = "delay 24ms", .part = LP_NONE,
+	.tcp = false,
+};
+
+FIXTURE_VARIANT_ADD(lossy, delay24_tcp) {
+	.name = "delay24_tcp", .id = 9, .netem = "delay 24ms", .part = LP_NONE,
+	.tcp = true,
+};
+
+FIXTURE_VARIANT_ADD(lossy, partition) {
+	.name = "partition", .id = 10, .netem = NULL, .part = LP_SHORT,
+	.tcp = false,
+};
+
+FIXTURE_VARIANT_ADD(lossy, partition_tcp) {
+	.name = "partition_tcp", .id = 11, .netem = NULL, .part = LP_SHORT,
+	.tcp = true,
+};
+
+FIXTURE_VARIANT_ADD(lossy, partition_long) {
+	.name = "partition_long", .id = 12, .netem = NULL, .part = LP_LONG,
+	.tcp = false,
+};
+
+FIXTURE_VARIANT_ADD(lossy, partition_long_tcp) {
+	.name = "partition_long_tcp", .id = 13, .netem = NULL, .part = LP_LONG,
+	.tcp = true,
+};
+
+static unsigned int lossy_wait(void)
+{
+	return rs_env_ulong("RS_LOSSY_WAIT", 300);
+}
+
+/* netem with words on our egress; NULL: none. 0 on success. */
+static int lossy_netem(const char *words)
+{
+	if (!words)
+		return rs_system("tc qdisc del dev %s root 2>/dev/null",
+				 rs.netdev);
+	/* limit: room for a 48 ms RTT's worth of packets at full speed */
+	return rs_system("tc qdisc replace dev %s root netem limit 100000 %s %s",
+			 rs.netdev, words, rs_env_str("RS_LOSSY_NETEM", ""));
+}
+
+static int lossy_socket(const FIXTURE_VARIANT(lossy) *v)
+{
+	if (v->tcp)
+		return socket(AF_INET, SOCK_STREAM, IPPROTO_TCP);
+	return rs_socket(0);
+}
+
+/* Host 2: connect to host 1's port for this case, retrying. */
+static int lossy_dial(struct __test_metadata *_metadata,
+		      const FIXTURE_VARIANT(lossy) *v, unsigned short port)
+{
+	struct lossy_hello h = { .magic = LOSSY_MAGIC, .id = v->id };
+	double end = rs_now() + lossy_wait();
+	struct sockaddr_in sin;
+	int fd, err;
+
+	rs_sin(&sin, rs.peer, port);
+	for (;;) {
+		fd = lossy_socket(v);
+		ASSERT_GE(fd, 0) TH_LOG("socket: %s", strerror(errno));
+		if (!connect(fd, (struct sockaddr *)&sin, sizeof(sin)))
+			break;
+		err = errno;
+		close(fd);
+		ASSERT_LT(rs_now(), end)
+			TH_LOG("host 1 not listening after %u s (%s)",
+			       lossy_wait(), strerror(err));
+		rs_msleep(200);
+	}
+	ASSERT_EQ(sizeof(h), send(fd, &h, sizeof(h), 0));
+	return fd;
+}
+
+/* Host 1: accept host 2's connection for this case. */
+static int lossy_accept(struct __test_metadata *_metadata,
+			const FIXTURE_VARIANT(lossy) *v, unsigned short port)
+{
+	struct lossy_hello h;
+	struct sockaddr_in sin;
+	int lfd, fd;
+
+	lfd = lossy_socket(v);
+	ASSERT_GE(lfd, 0);
+	ASSERT_EQ(0, rs_setint(lfd, SOL_SOCKET, SO_REUSEADDR, 1));
+	rs_sin(&sin, rs.addr, port);
+	ASSERT_EQ(0, bind(lfd, (struct sockaddr *)&sin, sizeof(sin)))
+		TH_LOG("bind port %u: %s", port, strerror(errno));
+	ASSERT_EQ(0, listen(lfd, 4));
+	ASSERT_EQ(POLLIN, rs_poll(lfd, POLLIN, lossy_wait() * 1000))
+		TH_LOG("host 2 did not connect within %u s", lossy_wait());
+	fd = accept(lfd, NULL, NULL);
+	ASSERT_GE(fd, 0) TH_LOG("accept: %s", strerror(errno));
+	close(lfd);
+	ASSERT_EQ(0, rs_set_timeo(fd, SO_RCVTIMEO, 30000));
+	ASSERT_EQ(sizeof(h), rs_recv_all(fd, &h, sizeof(h), 0))
+		TH_LOG("hello: %s", strerror(errno));
+	ASSERT_EQ(0, rs_set_timeo(fd, SO_RCVTIMEO, 0));
+	ASSERT_EQ(LOSSY_MAGIC, h.magic);
+	ASSERT_EQ(v->id, h.id) TH_LOG("host 2 is in another case");
+	return fd;
+}
+
+FIXTURE_SETUP(lossy)
+{
+	unsigned short port = rs_env_ulong("RS_LOSSY_PORT", 47100) +
+			      variant->id;
+
+	self->fd = -1;
+	self->keepalive = 0;
+	rs_watchdog(_metadata->timeout + 30);
+	/* only the one-machine trial of selftests/README, never in a VM */
+	if (rs.tcp && !rs.netdev)
+		SKIP(return, "needs two hosts and RS_NETDEV");
+	ASSERT_TRUE(rs.host == 1 || rs.host == 2)
+		TH_LOG("RS_HOST must be 1 or 2");
+	ASSERT_NE(rs.addr.s_addr, rs.peer.s_addr)
+		TH_LOG("RS_PEER is this host: lossy needs two hosts");
+	ASSERT_NE(NULL, rs.netdev) TH_LOG("RS_NETDEV is not set");
+	/* built in on the debug kernel, a module on Debian's */
+	rs_system("modprobe -q sch_netem 2>/dev/null");
+	lossy_netem(NULL);
+	/* the module's aborts and completion errors, for the diagnosis */
+	if (!variant->tcp && !rs.tcp) {
+		rs_trace_write("trace", "");
+		rs_trace_write("events/rdmastream/rdmastream_abort/enable", "1");
+		rs_trace_write("events/rdmastream/rdmastream_wc_error/enable",
+			       "1");
+	}
+	if (rs.host == 2)
+		self->fd = lossy_dial(_metadata, variant, port);
+	else
+		self->fd = lossy_accept(_metadata, variant, port);
+	/* RS_LOSSY_POLICY: RDMASTREAM_POLICY_* for comparisons */
+	if (!variant->tcp && !rs.tcp && getenv("RS_LOSSY_POLICY"))
+		ASSERT_EQ(0, rs_setint(self->fd, SOL_RDMASTREAM,
+				       RDMASTREAM_POLICY,
+				       rs_env_ulong("RS_LOSSY_POLICY", 0)));
+	if (variant->netem) {
+		ASSERT_EQ(0, lossy_netem(variant->netem))
+			TH_LOG("tc qdisc ... netem %s failed", variant->netem);
+		self->shaped = true;
+	}
+}
+
+FIXTURE_TEARDOWN(lossy)
+{
+	const char *dir = rs_tracefs();
+
+	if (self->shaped)
+		lossy_netem(NULL);
+	if (self->fd >= 0)
+		close(self->fd);
+	if (self->keepalive > 0)
+		rs_param_set("keepalive_secs", self->keepalive);
+	/* $RS_OUT/lossy-<case>.trace: what the module saw */
+	if (!variant->tcp && !rs.tcp && dir && rs.out) {
+		rs_system("cat %s/trace > %s/lossy-%s.trace", dir, rs.out,
+			  variant->name);
+		rs_trace_write("events/rdmastream/enable", "0");
+	}
+}
+
+/* A case that rxe cut short: say so in $RS_OUT/lossy.txt too. */
+static void lossy_report_cut(const char *name, const struct rs_xfer *rx)
+{
+	char path[512];
+	FILE *f;
+
+	if (!rs.out)
+		return;
+	snprintf(path, sizeof(path), "%s/lossy.txt", rs.out);
+	f = fopen(path, "a");
+	if (!f)
+		return;
+	fprintf(f, "%s host %d cut after %.1f MiB received intact in %.2f s\n",
+		name, rs.host, (double)rx->done / RS_MIB, rx->secs);
+	fclose(f);
+}
+
+/* Record what this host received: on stderr and in $RS_OUT/lossy.txt. */
+static void lossy_report(const char *name, const struct rs_xfer *rx)
+{
+	double mib = (double)rx->done / RS_MIB;
+	char path[512];
+	FILE *f;
+
+	rs_info("lossy: %s host %d received %.1f MiB in %.2f s: %.2f MiB/s",
+		name, rs.host, mib, rx->secs, rx->secs ? mib / rx->secs : 0);
+	if (!rs.out)
+		return;
+	snprintf(path, sizeof(path), "%s/lossy.txt", rs.out);
+	f = fopen(path, "a");
+	if (!f)
+		return;
+	fprintf(f, "%s host %d received %.1f MiB in %.2f s: %.2f MiB/s\n",
+		name, rs.host, mib, rx->secs, rx->secs ? mib / rx->secs : 0);
+	fclose(f);
+}
+
+static bool lossy_ended(struct rs_xfer *x)
+{
+	return !pthread_tryjoin_np(x->thr, NULL);
+}
+
+/*
+ * Partition: once 1 MiB has arrived, drop everything we send. LP_SHORT
+ * lifts it after RS_LOSSY_PART_SEC; LP_LONG when both transfers ended or
+ * the bound passed. Returns when the partition started; *joined tells
+ * which transfers this already joined.
+ */
+static double lossy_partition(struct __test_metadata *_metadata,
+			      const FIXTURE_VARIANT(lossy) *v,
+			      struct rs_xfer *x, bool *joined)
+{
+	double bound = rs_env_ulong("RS_LOSSY_BOUND", 30);
+	double secs = rs_env_ulong("RS_LOSSY_PART_SEC", 5);
+	double t0, end;
+
+	/*
+	 * The partition must come mid-way; under TCG the transfer threads
+	 * can keep this one off the CPU for seconds: ask for precedence.
+	 */
+	setpriority(PRIO_PROCESS, syscall(SYS_gettid), -10);
+	while (__atomic_load_n(&x[1].done, __ATOMIC_RELAXED) < RS_MIB &&
+	       !x[1].err && !x[1].mismatch && !x[1].short_eof)
+		rs_msleep(2);
+	t0 = rs_now();
+	ASSERT_EQ(0, lossy_netem("loss 100%"));
+	rs_info("lossy: partition from %llu bytes received, %llu sent",
+		(unsigned long long)x[1].done,
+		(unsigned long long)x[0].done);
+	/* else the case proves nothing: make RS_LOSSY_PART_MB bigger */
+	EXPECT_LT(x[1].done, x[1].total)
+		TH_LOG("the stream ended before the partition");
+	end = t0 + (v->part == LP_SHORT ? secs : bound + 5);
+	while (rs_now() < end) {
+		joined[0] = joined[0] || lossy_ended(&x[0]);
+		joined[1] = joined[1] || lossy_ended(&x[1]);
+		if (v->part == LP_LONG && joined[0] && joined[1])
+			break;
+		rs_msleep(20);
+	}
+	lossy_netem(NULL);
+	rs_info("lossy: partition lifted after %.1f s", rs_now() - t0);
+	return t0;
+}
+
+/* How a connection cut by a partition must end. */
+static bool lossy_cut_errno(int err, bool send_side)
+{
+	return err == ETIMEDOUT || err == ECONNRESET ||
+	       (send_side && err == EPIPE);
+}
+
+/*
+ * partition_long: a side whose own data was all acknowledged before the
+ * partition would sit in recv() for ever, over TCP as over rdmastream;
+ * keepalive every 2 s makes it notice. TCP also gets TCP_USER_TIMEOUT,
+ * what the QP's retry limit does for the family.
+ */
+static void lossy_keepalive(struct __test_metadata *_metadata,
+			    FIXTURE_DATA(lossy) *self,
+			    const FIXTURE_VARIANT(lossy) *v)
+{
+	ASSERT_EQ(0, rs_setint(self->fd, SOL_SOCKET, SO_KEEPALIVE, 1));
+	if (!v->tcp && !rs.tcp) {
+		/* module-wide: restored in the teardown */
+		self->keepalive = rs_param_get("keepalive_secs");
+		ASSERT_LT(0, self->keepalive);
+		ASSERT_EQ(0, rs_param_set("keepalive_secs", 2));
+		return;
+	}
+	ASSERT_EQ(0, rs_setint(self->fd, IPPROTO_TCP, TCP_USER_TIMEOUT,
+			       rs_env_ulong("RS_LOSSY_TCP_UTO", 8000)));
+	ASSERT_EQ(0, rs_setint(self->fd, IPPROTO_TCP, TCP_KEEPIDLE, 2));
+	ASSERT_EQ(0, rs_setint(self->fd, IPPROTO_TCP, TCP_KEEPINTVL, 1));
+	ASSERT_EQ(0, rs_setint(self->fd, IPPROTO_TCP, TCP_KEEPCNT, 3));
+}
+
+/*
+ * A connection cut short (partition, or rxe giving up): whatever arrived
+ * is intact, and it ended with a clean error within limit seconds. One
+ * call reports the error (sk_err is reported once, as with TCP); the
+ * other then sees EOF (a receive) or EPIPE (a send), or had finished.
+ */
+static void lossy_check_cut(struct __test_metadata *_metadata,
+			    const struct rs_xfer *x, double secs,
+			    double limit)
+{
+	EXPECT_FALSE(x[1].mismatch) TH_LOG("data mismatch at %llu",
+					   (unsigned long long)x[1].bad_off);
+	EXPECT_TRUE(lossy_cut_errno(x[0].err, false) ||
+		    lossy_cut_errno(x[1].err, false))
+		TH_LOG("neither call saw ETIMEDOUT or ECONNRESET");
+	EXPECT_TRUE(lossy_cut_errno(x[1].err, false) ||
+		    (!x[1].err && x[1].short_eof))
+		TH_LOG("receive: %s (short EOF %d)", strerror(x[1].err),
+		       x[1].short_eof);
+	EXPECT_TRUE(lossy_cut_errno(x[0].err, true) ||
+		    (!x[0].err && x[0].done == x[0].total))
+		TH_LOG("send: %s", strerror(x[0].err));
+	EXPECT_LE(secs, limit) TH_LOG("the cut connection took %.1f s to fail",
+				      secs);
+}
+
+static void lossy_run(struct __test_metadata *_metadata,
+		      FIXTURE_DATA(lossy) *self,
+		      const FIXTURE_VARIANT(lossy) *v, const char *name)
+{
+	uint64_t per = rs_env_ulong(v->part ? "RS_LOSSY_PART_MB" :
+				    "RS_LOSSY_MB", v->part ? 8 : 2) * RS_MIB;
+	double bound = rs_env_ulong("RS_LOSSY_BOUND", 30);
+	bool joined[2] = { false, false };
+	struct rs_xfer x[2] = { };
+	double t0 = 0, t1, tstart;
+	char mine, theirs;
+	int i;
+
+	/* TCP is faster here: more, so that the partition comes mid-way */
+	if (v->part && v->tcp)
+		per *= 4;
+	if (v->part == LP_LONG)
+		lossy_keepalive(_metadata, self, v);
+	for (i = 0; i < 2; i++) {
+		/* x[0] sends, x[1] receives the other host's stream */
+		unsigned int from = i ? 3 - rs.host : rs.host;
+
+		x[i].fd = self->fd;
+		x[i].total = per;
+		x[i].chunk = 256 * RS_KIB;
+		x[i].key = rs_key(v->id, from, 70);
+		x[i].seed = rs_mix64(from * 1000 + v->id);
+	}
+	tstart = rs_now();
+	ASSERT_EQ(0, rs_xfer_start(&x[0], rs_sender));
+	ASSERT_EQ(0, rs_xfer_start(&x[1], rs_receiver));
+	if (v->part)
+		t0 = lossy_partition(_metadata, v, x, joined);
+	for (i = 0; i < 2; i++)
+		if (!joined[i])
+			rs_xfer_join_watch(&x[i], 1, 60);
+	t1 = rs_now();
+
+	if (v->part == LP_LONG) {
+		rs_info("lossy: %s host %d: send %s after %llu bytes, receive %s after %llu bytes, both ended %.1f s after the partition began",
+			name, rs.host, strerror(x[0].err),
+			(unsigned long long)x[0].done, strerror(x[1].err),
+			(unsigned long long)x[1].done, t1 - t0);
+		lossy_check_cut(_metadata, x, t1 - t0, bound);
+		return;
+	}
+	if (v->may_cut && !v->tcp && !rs.tcp &&
+	    (x[0].err || x[1].err || x[1].short_eof)) {
+		/*
+		 * rxe (6.1) counts every NAK of a go-back-N retry against
+		 * the retry limit and only an ACK resets it: heavy loss or
+		 * reordering can exhaust it (RETRY_EXC_ERR) on a link that
+		 * works. Guaranteed even then: what arrived is intact and
+		 * both sides end cleanly, in bounded time.
+		 */
+		rs_info("lossy: %s host %d: cut (rxe retry limit): send %s after %llu bytes, receive %s after %llu bytes in %.1f s",
+			name, rs.host, strerror(x[0].err),
+			(unsigned long long)x[0].done, strerror(x[1].err),
+			(unsigned long long)x[1].done, t1 - tstart);
+		lossy_report_cut(name, &x[1]);
+		lossy_check_cut(_metadata, x, t1 - tstart,
+				rs_env_ulong("RS_LOSSY_CUT_SEC", 120));
+		return;
+	}
+
+	EXPECT_EQ(0, x[0].err) TH_LOG("send: %s after %llu bytes",
+				      strerror(x[0].err),
+				      (unsigned long long)x[0].done);
+	RS_XFER_OK(&x[1], "receive");
+	lossy_report(name, &x[1]);
+	/* Tell the other host how its data arrived; hear how ours did. */
+	mine = 'Y';
+	ASSERT_EQ(1, send(self->fd, &mine, 1, 0));
+	ASSERT_EQ(1, rs_recv_all(self->fd, &theirs, 1, 0))
+		TH_LOG("verdict: %s", strerror(errno));
+	EXPECT_EQ('Y', theirs) TH_LOG("the other host saw bad data");
+	ASSERT_EQ(0, shutdown(self->fd, SHUT_WR));
+	ASSERT_EQ(0, recv(self->fd, &theirs, 1, 0));
+}
+
+TEST_F_TIMEOUT(lossy, stream, 600)
+{
+	if (_metadata->skip)
+		return;
+	lossy_run(_metadata, self, variant, variant->name);
+}
+
+TEST_HARNESS_MAIN

@@ -221,6 +221,7 @@ struct rs_sock {
 	struct rdma_cm_id *cm_id;	/* owned; destroyed by rs_teardown */
 	bool cm_ref;			/* the cm id holds a sock reference */
 	bool is_bound;			/* bind() succeeded */
+	bool v4mapped;			/* named ::ffff:a.b.c.d: report so */
 	bool listener;			/* listen() succeeded */
 	int nodelay;			/* TCP_NODELAY, accepted and kept */
 	int policy;			/* RDMASTREAM_POLICY_* */

@@ -128,13 +128,46 @@ static int rs_check_addr(const struct sockaddr *addr, int alen)
 }
 
 /*
+ * An IPv4-mapped IPv6 address (::ffff:a.b.c.d) names an IPv4 endpoint, as
+ * on a TCP socket of AF_INET6: rdma_cm gets the sockaddr_in, and the
+ * socket reports its names mapped again (rs->v4mapped). Returns whether
+ * ss was such an address.
+ */
+static bool rs_unmap_addr(struct sockaddr_storage *ss)
+{
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+
+	if (ss->ss_family != AF_INET6 || !ipv6_addr_v4mapped(&sin6->sin6_addr))
+		return false;
+	sin.sin_port = sin6->sin6_port;
+	sin.sin_addr.s_addr = sin6->sin6_addr.s6_addr32[3];
+	memset(ss, 0, sizeof(*ss));
+	memcpy(ss, &sin, sizeof(sin));
+	return true;
+}
+
+/* What getname reports for an IPv4 name of a socket named in v4-mapped. */
+static void rs_map_addr(struct sockaddr_storage *ss)
+{
+	struct sockaddr_in sin = *(struct sockaddr_in *)ss;
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+
+	memset(ss, 0, sizeof(*ss));
+	sin6->sin6_family = AF_INET6;
+	sin6->sin6_port = sin.sin_port;
+	ipv6_addr_set_v4mapped(sin.sin_addr.s_addr, &sin6->sin6_addr);
+}
+
+/*
  * Check a user address and copy it into a zeroed ss, only the bytes that
  * were given: a 24-byte sockaddr_in6 (SIN6_LEN_RFC2133, no scope id) is
  * accepted as TCP accepts it, but rdma_cm reads all 28 bytes and the
  * names report them back, so the missing scope id must be 0, not stack.
+ * A v4-mapped address is turned into its sockaddr_in (*mapped set).
  */
 static int rs_copy_addr(struct sockaddr_storage *ss,
-			const struct sockaddr *addr, int alen)
+			const struct sockaddr *addr, int alen, bool *mapped)
 {
 	int err = rs_check_addr(addr, alen);
 
@@ -144,6 +177,7 @@ static int rs_copy_addr(struct sockaddr_storage *ss,
 	memcpy(ss, addr, min_t(int, alen, addr->sa_family == AF_INET6 ?
 			       sizeof(struct sockaddr_in6) :
 			       sizeof(struct sockaddr_in)));
+	*mapped = rs_unmap_addr(ss);
 	return 0;
 }
 
@@ -210,9 +244,10 @@ static int rs_bind(struct socket *sock, struct sockaddr *uaddr, int alen)
 	struct rs_sock *rs = rs_sk(sk);
 	struct sockaddr_storage ss;
 	struct sockaddr *addr = (struct sockaddr *)&ss;
+	bool mapped;
 	int err;
 
-	err = rs_copy_addr(&ss, uaddr, alen);
+	err = rs_copy_addr(&ss, uaddr, alen, &mapped);
 	if (err)
 		return err;
 	lock_sock(sk);
@@ -225,8 +260,10 @@ static int rs_bind(struct socket *sock, struct sockaddr *uaddr, int alen)
 	if (!err)
 		err = rdma_bind_addr(rs->cm_id, addr);
 	mutex_unlock(&rs->tlock);
-	if (!err)
+	if (!err) {
 		rs->is_bound = true;
+		rs->v4mapped = mapped;
+	}
 out:
 	release_sock(sk);
 	/* outside lock_sock(): the probe destroys a cm id */
@@ -385,10 +422,11 @@ static int rs_connect(struct socket *sock, struct sockaddr *uaddr, int alen,
 	struct rs_sock *rs = rs_sk(sk);
 	struct sockaddr_storage ss;
 	struct sockaddr *addr = (struct sockaddr *)&ss;
+	bool mapped;
 	long timeo;
 	int err;
 
-	err = rs_copy_addr(&ss, uaddr, alen);
+	err = rs_copy_addr(&ss, uaddr, alen, &mapped);
 	if (err)
 		return err;
 	lock_sock(sk);
@@ -406,6 +444,7 @@ static int rs_connect(struct socket *sock, struct sockaddr *uaddr, int alen,
 		err = rs_connect_start(rs, addr);
 		if (err)
 			goto out;
+		rs->v4mapped |= mapped;
 		sock->state = SS_CONNECTING;
 		err = -EINPROGRESS;
 		break;
@@ -457,6 +496,8 @@ static int rs_getname(struct socket *sock, struct sockaddr *addr, int peer)
 		if (!ss.ss_family)
 			ss.ss_family = AF_INET;
 	}
+	if (rs->v4mapped && ss.ss_family == AF_INET)
+		rs_map_addr(&ss);
 	release_sock(sk);
 	if (ss.ss_family == AF_INET6) {
 		memcpy(addr, &ss, sizeof(struct sockaddr_in6));

@@ -245,6 +245,7 @@ static struct rs_sock *rs_child_alloc(struct rs_sock *lrs,
 		return NULL;
 	rs = rs_sk(sk);
 	rs->rcvbuf_ring = lrs->rcvbuf_ring;
+	rs->v4mapped = lrs->v4mapped;
 	rs->sndbuf_ring = lrs->sndbuf_ring;
 	sk->sk_rcvbuf = lsk->sk_rcvbuf;
 	sk->sk_sndbuf = lsk->sk_sndbuf;

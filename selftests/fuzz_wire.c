@@ -76,12 +76,13 @@ static const char *const fz_field_name[F_NR] = {
 struct fz_stats {
 	unsigned long conns, client, server, refused, resets, survived;
 	unsigned long eof, kind[K_NR], field[F_NR], violations;
-	unsigned long hca_refused, bytes_in, bytes_out;
+	unsigned long hca_refused, bytes_in, bytes_out, hs_failed;
 };
 
 static struct fz_stats fz_st;
 static uint64_t fz_seed;
 static unsigned long fz_cur;	/* connection being fuzzed */
+static bool fz_verbose;		/* RS_FUZZ_VERBOSE: a line per connection */
 
 /* A rule the module broke: say which connection, for replay. */
 #define FZ_VIOLATION(fmt, ...) do {					\
@@ -123,6 +124,7 @@ struct fz {
 	struct fz_stale stale[FZ_STALE];
 	int nstale;
 	bool cancel_ack_due;	/* the module sent a CANCEL */
+	unsigned int mut;	/* per mille of steps that mutate */
 	bool taint_in;		/* our ring may hold bytes not the module's */
 	uint64_t last_direct[8];	/* a DIRECT to replay */
 	bool have_direct;
@@ -136,6 +138,7 @@ struct fz {
 	uint64_t sock_got;	/* bytes the socket side read */
 	uint64_t nrecv;		/* recv() calls the socket side finished */
 	int sock_err;		/* errno of its end, 0 for EOF */
+	int wr_err;		/* errno that ended the writer */
 	bool sock_eof;
 	pthread_t rthr, wthr;
 	uint64_t wsent;
@@ -251,8 +254,10 @@ static void *fz_writer(void *arg)
 			f->wsent += n;
 			continue;
 		}
-		if (n < 0 && errno != EAGAIN)
+		if (n < 0 && errno != EAGAIN) {
+			f->wr_err = errno;
 			break;
+		}
 		rs_msleep(20 + rs_rand(&st) % 50);
 	}
 	return NULL;
@@ -354,6 +359,9 @@ static int fz_poll(struct fz *f, uint64_t want, int ms)
 		if (!n) {
 			if (ret >= 0 || rs_now() > end)
 				return ret;
+			/* the module reset us: our QP may retry a while */
+			if (f->sock_done && end - rs_now() > 2)
+				end = rs_now() + 2;
 			if (ms)
 				rs_msleep(1);
 			continue;
@@ -684,16 +692,19 @@ static void fz_ring(struct fz *f)
 {
 	uint32_t off = fz_below(f, f->p.size);
 	uint32_t len = 1 + fz_below(f, f->p.size - off);
+	int st;
 
 	if (len > FZ_SRC)
 		len = FZ_SRC;
 	memset(f->src, 0xee, len);
 	fz_st.kind[K_RING]++;
 	f->tainted = true;
-	if (fz_write(f, IBV_WR_RDMA_WRITE, f->p.addr + off, f->p.rkey, 0, len,
-		     0) > 0)
-		FZ_VIOLATION("write of %u bytes at %u inside the ring refused",
-			     len, off);
+	st = fz_write(f, IBV_WR_RDMA_WRITE, f->p.addr + off, f->p.rkey, 0, len,
+		      0);
+	/* refused for its place, not because the module reset us before */
+	if (st == IBV_WC_REM_ACCESS_ERR)
+		FZ_VIOLATION("write of %u bytes at %u inside the ring (%u) refused: %s",
+			     len, off, f->p.size, ibv_wc_status_str(st));
 }
 
 /* DIRECTs out of order, replayed, or with lying lengths. */
@@ -851,8 +862,9 @@ static uint8_t fz_pdata(struct fz *f, uint8_t *pd, bool bad, uint8_t *rnr,
 	fz_st.kind[K_PDATA]++;
 	switch (fz_below(f, 8)) {
 	case 0:
+		/* the CM pads it with zeroes: only version or slots missing tell */
 		len = fz_below(f, 8);
-		*must_fail = 1;
+		*must_fail = len < 4;
 		break;
 	case 1:
 		len = 9 + fz_below(f, 48);
@@ -889,6 +901,8 @@ static uint8_t fz_pdata(struct fz *f, uint8_t *pd, bool bad, uint8_t *rnr,
 	return len;
 }
 
+static uint8_t fz_ack_timeout = 14;
+
 /* Our side of the QP, on p->id, and the receives. */
 static int fz_qp(struct fz *f)
 {
@@ -909,6 +923,9 @@ static int fz_qp(struct fz *f)
 	qa.recv_cq = p->cq;
 	if (rdma_create_qp(p->id, p->pd, &qa))
 		return -1;
+	/* about 70 ms: a module that reset us fails our sends soon */
+	rdma_set_option(p->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
+			&fz_ack_timeout, sizeof(fz_ack_timeout));
 	p->mr = ibv_reg_mr(p->pd, p->buf, sizeof(p->buf),
 			   IBV_ACCESS_LOCAL_WRITE);
 	f->smr = ibv_reg_mr(p->pd, f->src, FZ_SRC, IBV_ACCESS_LOCAL_WRITE);
@@ -918,6 +935,32 @@ static int fz_qp(struct fz *f)
 		fz_repost(f, i);
 	f->owed = 0;
 	return 0;
+}
+
+/* Accept our own connection: its peer port is our id's. */
+static int fz_accept(struct fz *f, int lfd)
+{
+	struct sockaddr_in sin;
+	socklen_t len;
+	int i;
+
+	rs_set_timeo(lfd, SO_RCVTIMEO, 10000);
+	for (i = 0; i < 20; i++) {
+		f->s = accept(lfd, NULL, NULL);
+		if (f->s < 0) {
+			rs_info("conn %lu: accept: %s", fz_cur, strerror(errno));
+			return -1;
+		}
+		len = sizeof(sin);
+		if (!getpeername(f->s, (struct sockaddr *)&sin, &len) &&
+		    sin.sin_port == rdma_get_src_port(f->p.id))	/* __be16 */
+			return 0;
+		rs_info("conn %lu: accepted port %u, ours is %u", fz_cur,
+			ntohs(sin.sin_port), ntohs(rdma_get_src_port(f->p.id)));
+		close(f->s);	/* an earlier one's, left over */
+		f->s = -1;
+	}
+	return -1;
 }
 
 /* We connect to the module's listener. 1: refused as it should be. */
@@ -947,10 +990,12 @@ static int fz_client(struct fz *f, int lfd, const struct sockaddr_in *sin,
 		return -1;
 	ret = cm_wait(p, RDMA_CM_EVENT_ESTABLISHED);
 	if (must_fail) {
-		if (!ret)
+		if (!ret) {
 			FZ_VIOLATION("malformed REQ accepted (len %u ver %u flags %u slots %u rnr %u retry %u)",
 				     len, pd[0], pd[1], pd[2] << 8 | pd[3],
 				     rnr, retry);
+			fz_accept(f, lfd);
+		}
 		else if (p->last_event != RDMA_CM_EVENT_REJECTED)
 			FZ_VIOLATION("malformed REQ: CM event %s",
 				     rdma_event_str(p->last_event));
@@ -958,9 +1003,7 @@ static int fz_client(struct fz *f, int lfd, const struct sockaddr_in *sin,
 	}
 	if (ret)
 		return -1;
-	rs_set_timeo(lfd, SO_RCVTIMEO, 10000);
-	f->s = accept(lfd, NULL, NULL);
-	return f->s < 0 ? -1 : 0;
+	return fz_accept(f, lfd);
 }
 
 struct fz_listen {
@@ -1104,6 +1147,21 @@ static int fz_send_setup(struct fz *f)
 	return fz_send_ctl(f, MSG);
 }
 
+/* What an honest peer does: data by both paths, ACKs, pauses. */
+static void fz_honest(struct fz *f)
+{
+	unsigned int r = fz_below(f, 100);
+
+	if (r < 50 || (r < 85 && !fz_live_adv(f)))
+		fz_data(f);
+	else if (r < 85)
+		fz_ddata(f);
+	else if (r < 92)
+		rs_msleep(fz_below(f, 30));	/* let a reader advertise */
+	else
+		fz_ctl(f, T_ACK), fz_send_ctl(f, MSG);
+}
+
 static void fz_act(struct fz *f)
 {
 	unsigned int r = fz_below(f, 1000);
@@ -1115,30 +1173,28 @@ static void fz_act(struct fz *f)
 		fz_send_ctl(f, MSG);
 		return;
 	}
+	if (fz_below(f, 1000) >= f->mut) {
+		fz_honest(f);
+		return;
+	}
 	if (r < 400)
-		fz_data(f);
-	else if (r < 550)
-		fz_ddata(f);
-	else if (r < 700)
 		fz_ctl_field(f);
-	else if (r < 720)
+	else if (r < 440)
 		fz_short(f);
-	else if (r < 790)
+	else if (r < 560)
 		fz_imm(f);
-	else if (r < 830)
+	else if (r < 640)
 		fz_ring(f);
-	else if (r < 880)
+	else if (r < 760)
 		fz_direct(f);
-	else if (r < 950)
+	else if (r < 860)
 		fz_advert(f);
-	else if (r < 965)
+	else if (r < 920)
 		fz_outside(f);
-	else if (r < 975)
+	else if (r < 950)
 		fz_fin(f);
-	else if (r < 990)
-		rs_msleep(fz_below(f, 30));	/* let the module catch up */
 	else
-		fz_ctl(f, T_ACK), fz_send_ctl(f, MSG);
+		fz_honest(f);
 }
 
 /* The socket side must end: reset, EOF after our FIN, or all bytes read. */
@@ -1181,9 +1237,13 @@ static void fz_settle(struct fz *f)
 	if (f->sock_err && !fz_reset_errno(f->sock_err))
 		FZ_VIOLATION("the module's socket failed with %s",
 			     strerror(f->sock_err));
-	if (f->sock_eof && !f->fin_sent)
+	if (f->wr_err && !fz_reset_errno(f->wr_err))
+		FZ_VIOLATION("the module's socket failed send() with %s",
+			     strerror(f->wr_err));
+	/* as with TCP, one call reports the error, the others see the end */
+	if (f->sock_eof && !f->fin_sent && !f->wr_err)
 		FZ_VIOLATION("EOF without a FIN");
-	if (f->sock_err)
+	if (f->sock_err || (f->sock_eof && f->wr_err))
 		fz_st.resets++;
 	else if (f->sock_eof)
 		fz_st.eof++;
@@ -1207,9 +1267,12 @@ static void fz_conn(struct __test_metadata *_metadata, struct fz *f,
 		    struct fz_listen *l)
 {
 	bool server = fz_below(f, 2), bad = !fz_below(f, 8);
-	int steps = 10 + fz_below(f, 200), i, ret;
+	static const unsigned int rates[] = { 0, 5, 20, 100, 400 };
+	int steps = 10 + fz_below(f, 300), i, ret;
+	double t0 = rs_now(), t1;
 
 	f->s = -1;
+	f->mut = rates[fz_below(f, 5)];
 	f->src = calloc(1, FZ_SRC);
 	ASSERT_NE(NULL, f->src);
 	f->key = rs_key(fz_cur, 0, 0xf2);
@@ -1224,7 +1287,12 @@ static void fz_conn(struct __test_metadata *_metadata, struct fz *f,
 		fz_st.refused++;
 		return;
 	}
-	ASSERT_EQ(0, ret) TH_LOG("conn %lu: handshake failed", fz_cur);
+	if (ret) {
+		/* counted; too many of them fail the run */
+		rs_info("conn %lu: handshake failed", fz_cur);
+		fz_st.hs_failed++;
+		return;
+	}
 	ASSERT_EQ(0, fz_setup(f)) TH_LOG("conn %lu: no SETUP", fz_cur);
 	ASSERT_EQ(0, rs_set_timeo(f->s, SO_RCVTIMEO, 300));
 	ASSERT_EQ(0, fz_send_setup(f));
@@ -1232,7 +1300,20 @@ static void fz_conn(struct __test_metadata *_metadata, struct fz *f,
 	ASSERT_EQ(0, pthread_create(&f->wthr, NULL, fz_writer, f));
 	for (i = 0; i < steps && !f->dead && !f->sock_done; i++)
 		fz_act(f);
+	/* an honest peer ends with a FIN now and then */
+	if (!f->mut && !fz_below(f, 3))
+		fz_fin(f);
+	t1 = rs_now();
 	fz_settle(f);
+	if (fz_verbose || rs_now() - t0 > 5)
+		rs_info("conn %lu: %s, mutating %u/1000, %d of %d steps in %.1f s, end %.1f s: sent %llu read %llu, %s%s%s%s",
+			fz_cur, server ? "server" : "client", f->mut, i, steps,
+			t1 - t0, rs_now() - t1, (unsigned long long)f->tx,
+			(unsigned long long)f->sock_got,
+			f->sock_err ? strerror(f->sock_err) :
+			f->sock_eof ? "EOF" : "open",
+			f->tainted ? ", tainted" : "", f->dead ? ", dead" : "",
+			f->fin_sent ? ", FIN" : "");
 	fz_prev_addr = f->p.addr;
 	fz_prev_rkey = f->p.rkey;
 }
@@ -1324,8 +1405,9 @@ static void fz_report(double secs)
 	for (i = 0; i < F_NR; i++)
 		rs_info("fuzz_wire:   field %-9s %lu", fz_field_name[i],
 			fz_st.field[i]);
-	rs_info("fuzz_wire: %lu refused by the HCA, %llu KiB sent, %llu KiB received, %lu violations",
-		fz_st.hca_refused, (unsigned long long)fz_st.bytes_out >> 10,
+	rs_info("fuzz_wire: %lu handshakes failed, %lu refused by the HCA, %llu KiB sent, %llu KiB received, %lu violations",
+		fz_st.hs_failed, fz_st.hca_refused,
+		(unsigned long long)fz_st.bytes_out >> 10,
 		(unsigned long long)fz_st.bytes_in >> 10, fz_st.violations);
 }
 
@@ -1340,6 +1422,7 @@ TEST_F_TIMEOUT(fuzz, wire, 7200)
 
 	RS_SKIP_TCP("speaks the rdmastream wire protocol");
 	fz_seed = rs_env_ulong("RS_FUZZ_SEED", 0);
+	fz_verbose = rs_env_ulong("RS_FUZZ_VERBOSE", 0);
 	if (!fz_seed)
 		fz_seed = rs_mix64(time(NULL) ^ getpid());
 	rs_info("fuzz_wire: seed %#llx (replay: RS_FUZZ_SEED=%#llx), %lu s",
@@ -1372,6 +1455,9 @@ TEST_F_TIMEOUT(fuzz, wire, 7200)
 	EXPECT_FALSE(self->y.bad) TH_LOG("the connection beside: %s",
 					 self->y.what);
 	EXPECT_EQ(0, fz_st.violations);
+	EXPECT_GE(fz_st.conns / 10, fz_st.hs_failed)
+		TH_LOG("%lu of %lu handshakes failed", fz_st.hs_failed,
+		       fz_st.conns);
 	EXPECT_LT(0, fz_st.survived + fz_st.resets + fz_st.eof);
 }
 

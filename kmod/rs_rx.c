@@ -265,6 +265,15 @@ int rs_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 					break;
 				continue;
 			}
+			/*
+			 * The connection failed under it: the loop reports
+			 * that as for the ring, consuming the error only
+			 * when no byte was copied, as TCP does. (Consumed
+			 * here, a recv() that returns bytes lost it and the
+			 * next one read EOF.)
+			 */
+			if (got < 0 && got != -EINTR && READ_ONCE(sk->sk_err))
+				continue;
 			if (got != -EOPNOTSUPP) {
 				err = got;
 				if (err)

@@ -403,14 +403,16 @@ void rs_send_done(struct ib_cq *cq, struct ib_wc *wc)
 
 /*
  * Why sending is impossible now, or 0 when it is possible. A pending socket
- * error is reported (and cleared) only when consume is set.
+ * error shows as -EPIPE and stays pending: rs_sendmsg() reports it through
+ * sk_stream_error() when it copied nothing, else the next call does, as
+ * TCP does. (Consumed here, a send() that returned bytes lost it.)
  */
-static int rs_send_error(struct rs_sock *rs, bool consume)
+static int rs_send_error(struct rs_sock *rs)
 {
 	struct sock *sk = &rs->sk;
 
 	if (READ_ONCE(sk->sk_err))
-		return consume ? sock_error(sk) : -EPIPE;
+		return -EPIPE;
 	if (sk->sk_shutdown & SEND_SHUTDOWN)
 		return -EPIPE;
 	if (!rs_state_open(sk->sk_state))
@@ -450,7 +452,7 @@ static long rs_wait_space(struct rs_sock *rs, long *timeo, bool direct)
 	int err;
 
 	for (;;) {
-		err = rs_send_error(rs, true);
+		err = rs_send_error(rs);
 		if (err)
 			return err;
 		space = rs_tx_space(rs);
@@ -463,7 +465,7 @@ static long rs_wait_space(struct rs_sock *rs, long *timeo, bool direct)
 			return err;
 		add_wait_queue(sk_sleep(sk), &wait);
 		sk_wait_event(sk, timeo, rs_tx_space(rs) ||
-			      rs_send_error(rs, false) ||
+			      rs_send_error(rs) ||
 			      (direct && rs_dsend_ready(rs)), &wait);
 		remove_wait_queue(sk_sleep(sk), &wait);
 	}
@@ -483,7 +485,7 @@ static int rs_wait_advert(struct rs_sock *rs, long *timeo)
 	int err;
 
 	for (;;) {
-		err = rs_send_error(rs, true);
+		err = rs_send_error(rs);
 		if (err)
 			return err;
 		if (rs_dsend_ready(rs))
@@ -495,7 +497,7 @@ static int rs_wait_advert(struct rs_sock *rs, long *timeo)
 		was = left;
 		add_wait_queue(sk_sleep(sk), &wait);
 		sk_wait_event(sk, &left, rs_dsend_ready(rs) ||
-			      rs_send_error(rs, false), &wait);
+			      rs_send_error(rs), &wait);
 		remove_wait_queue(sk_sleep(sk), &wait);
 		if (*timeo != MAX_SCHEDULE_TIMEOUT)
 			*timeo -= min(*timeo, was - left);
@@ -558,7 +560,7 @@ int rs_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
 	timeo = sock_sndtimeo(sk, flags & MSG_DONTWAIT);
 	err = rs_wait_connect(rs, &timeo);
 	if (!err)
-		err = rs_send_error(rs, true);
+		err = rs_send_error(rs);
 	direct = rs_policy(rs) != RDMASTREAM_POLICY_INDIRECT_ONLY &&
 		 user_backed_iter(&msg->msg_iter);
 	while (!err && copied < len) {
@@ -574,7 +576,7 @@ int rs_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
 				direct = false;
 				continue;
 			}
-			err = ret ? ret : rs_send_error(rs, true);
+			err = ret ? ret : rs_send_error(rs);
 			if (err)
 				continue;
 			if (rs_policy(rs) == RDMASTREAM_POLICY_DIRECT_ONLY) {

@@ -135,6 +135,7 @@ struct fz {
 	volatile bool tainted;	/* the stream may differ from the pattern */
 	volatile bool stop;
 	volatile bool sock_done;
+	bool lived;		/* the socket side was up after the last step */
 	uint64_t sock_got;	/* bytes the socket side read */
 	uint64_t nrecv;		/* recv() calls the socket side finished */
 	int sock_err;		/* errno of its end, 0 for EOF */
@@ -1221,6 +1222,18 @@ static void fz_settle(struct fz *f)
 		FZ_VIOLATION("an honest peer's bytes stalled: %llu of %llu read",
 			     (unsigned long long)f->sock_got,
 			     (unsigned long long)f->tx);
+	/* did the connection live through all its steps? */
+	f->lived = !f->sock_done && !f->dead;
+	/* a reader's CANCEL still owed its answer gets it (mostly) */
+	end = rs_now() + 0.05;
+	while (!f->dead && rs_now() < end) {
+		fz_poll(f, 0, 1);
+		if (f->cancel_ack_due) {
+			f->cancel_ack_due = false;
+			fz_ctl(f, T_CANCEL_ACK);
+			fz_send_ctl(f, MSG);
+		}
+	}
 	f->stop = true;
 	/* our end goes away: the module must notice, then the reader ends */
 	if (f->p.id && f->p.id->qp)
@@ -1243,12 +1256,12 @@ static void fz_settle(struct fz *f)
 	/* as with TCP, one call reports the error, the others see the end */
 	if (f->sock_eof && !f->fin_sent && !f->wr_err)
 		FZ_VIOLATION("EOF without a FIN");
-	if (f->sock_err || (f->sock_eof && f->wr_err))
-		fz_st.resets++;
-	else if (f->sock_eof)
-		fz_st.eof++;
-	else
+	if (f->lived)
 		fz_st.survived++;
+	else if (f->sock_err || (f->sock_eof && f->wr_err))
+		fz_st.resets++;
+	else
+		fz_st.eof++;
 }
 
 static void fz_free(struct fz *f)
@@ -1395,7 +1408,7 @@ static void fz_report(double secs)
 {
 	int i;
 
-	rs_info("fuzz_wire: seed %#llx, %.0f s: %lu connections (%lu client, %lu server), %lu refused at the handshake, %lu reset, %lu ended by our FIN, %lu survived",
+	rs_info("fuzz_wire: seed %#llx, %.0f s: %lu connections (%lu client, %lu server), %lu refused at the handshake, %lu reset, %lu ended by a FIN, %lu lived through all their steps",
 		(unsigned long long)fz_seed, secs, fz_st.conns, fz_st.client,
 		fz_st.server, fz_st.refused, fz_st.resets, fz_st.eof,
 		fz_st.survived);

@@ -996,8 +996,7 @@ static int fz_client(struct fz *f, int lfd, const struct sockaddr_in *sin,
 				     len, pd[0], pd[1], pd[2] << 8 | pd[3],
 				     rnr, retry);
 			fz_accept(f, lfd);
-		}
-		else if (p->last_event != RDMA_CM_EVENT_REJECTED)
+		} else if (p->last_event != RDMA_CM_EVENT_REJECTED)
 			FZ_VIOLATION("malformed REQ: CM event %s",
 				     rdma_event_str(p->last_event));
 		return 1;
@@ -1148,6 +1147,12 @@ static int fz_send_setup(struct fz *f)
 	return fz_send_ctl(f, MSG);
 }
 
+static void fz_ack(struct fz *f)
+{
+	fz_ctl(f, T_ACK);
+	fz_send_ctl(f, MSG);
+}
+
 /* What an honest peer does: data by both paths, ACKs, pauses. */
 static void fz_honest(struct fz *f)
 {
@@ -1160,7 +1165,7 @@ static void fz_honest(struct fz *f)
 	else if (r < 92)
 		rs_msleep(fz_below(f, 30));	/* let a reader advertise */
 	else
-		fz_ctl(f, T_ACK), fz_send_ctl(f, MSG);
+		fz_ack(f);
 }
 
 static void fz_act(struct fz *f)

@@ -902,7 +902,7 @@ static uint8_t fz_pdata(struct fz *f, uint8_t *pd, bool bad, uint8_t *rnr,
 	return len;
 }
 
-static uint8_t fz_ack_timeout = 14;
+static uint8_t fz_ack_timeout = 16;
 
 /* Our side of the QP, on p->id, and the receives. */
 static int fz_qp(struct fz *f)
@@ -924,7 +924,9 @@ static int fz_qp(struct fz *f)
 	qa.recv_cq = p->cq;
 	if (rdma_create_qp(p->id, p->pd, &qa))
 		return -1;
-	/* about 70 ms: a module that reset us fails our sends soon */
+	/* about 270 ms (7 tries: 2 s): a module that reset us fails our
+	 * sends soon, and a slow (debug) kernel still acks in time
+	 */
 	rdma_set_option(p->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
 			&fz_ack_timeout, sizeof(fz_ack_timeout));
 	p->mr = ibv_reg_mr(p->pd, p->buf, sizeof(p->buf),

@@ -515,7 +515,7 @@ static int __rs_drecv(struct rs_sock *rs, struct msghdr *msg, u32 len,
 	if (fenced) {
 		/* the REG_MR may have gone out: the pages wait for the fence */
 		got = rs_drecv_finish(rs, slot, -EIO);
-		return got == -EINTR ? got : sock_error(&rs->sk) ? : -EPIPE;
+		return got == -EINTR ? got : -EPIPE;
 	}
 	if (slot < 0) {
 		rs_pin_release(&pin);
@@ -526,8 +526,9 @@ static int __rs_drecv(struct rs_sock *rs, struct msghdr *msg, u32 len,
 	if (!fence)
 		fence = rs_drecv_invalidate(rs, &rs->dslot[slot]);
 	got = rs_drecv_finish(rs, slot, fence);
+	/* a socket error is left to rs_recvmsg(), which may have bytes */
 	if (got < 0)
-		return got == -EINTR ? got : sock_error(&rs->sk) ? : got;
+		return got;
 	n = got;
 	if (!err)
 		rs_drecv_learn(rs, n, true);

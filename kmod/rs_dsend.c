@@ -429,8 +429,9 @@ long rs_dsend(struct rs_sock *rs, struct msghdr *msg, u32 len, long *timeo)
 				ret = rs_dsend_inline(rs, msg, n, &snap);
 			else
 				ret = rs_dsend_zcopy(rs, msg, n, &snap);
+			/* the error stays for rs_sendmsg() to report */
 			if (ret == -EIO || ret == -ETIMEDOUT)
-				return sock_error(sk) ? : -EPIPE;
+				return -EPIPE;
 			if (ret != 0 && ret != -EAGAIN)
 				return ret;
 			if (!ret)

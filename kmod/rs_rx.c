@@ -198,6 +198,12 @@ static int rs_rx_copy(struct rs_sock *rs, struct msghdr *msg, u32 len,
 	return 0;
 }
 
+/* A receive timeout or a signal: the caller's, not the connection's. */
+static bool rs_own_errno(int err)
+{
+	return err == -EAGAIN || err == -EINTR || err == -ERESTARTSYS;
+}
+
 int rs_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 	       int flags)
 {
@@ -265,6 +271,17 @@ int rs_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 					break;
 				continue;
 			}
+			/*
+			 * The connection failed under it: the loop reports
+			 * that as for the ring, consuming the error only
+			 * when no byte was copied, as TCP does. (Consumed
+			 * here, a recv() that returns bytes lost it and the
+			 * next one read EOF.) The caller's own timeout or
+			 * signal is reported as such.
+			 */
+			if (got < 0 && !rs_own_errno(got) &&
+			    READ_ONCE(sk->sk_err))
+				continue;
 			if (got != -EOPNOTSUPP) {
 				err = got;
 				if (err)

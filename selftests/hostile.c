@@ -41,6 +41,12 @@
  *
  * pdata_flags: a REQ whose private data sets a flag the module does not
  *             know is rejected.
+ * hostile_err.waitall_error_kept: a WAITALL recv() that copied bytes and
+ *             then lost its connection (an unanswered CANCEL) returns
+ *             them; the next recv() reports the error, not EOF. Found
+ *             by fuzz_wire.
+ * hostile_err.send_error_kept: the same for a send() that queued bytes
+ *             before a reset: the next send() says EPROTO, not EPIPE.
  *
  * Half-open: peers that send their REQ and never complete the handshake
  * (they never read the REP, so no RTU goes out; the CM gives up after
@@ -404,6 +410,120 @@ TEST_F_TIMEOUT(hostile_adv, advert, 120)
 			    variant->attack == ADV_IOVA ? "BBBBB" : "AAAAA", 5))
 		TH_LOG("the peer wrote into a returned buffer");
 	munmap(r.buf, ADV_LEN);
+}
+
+/*
+ * Found by fuzz_wire: a MSG_WAITALL recv() that has copied some bytes
+ * through the ring and then gives up on its ADVERT (the peer never
+ * answers the CANCEL: the connection times out) returns those bytes, and
+ * the error must be left for the next call, as TCP leaves it. The direct
+ * receive consumed it, so the next recv() read a clean EOF and the
+ * application never learnt that the stream was cut short.
+ */
+FIXTURE(hostile_err)
+{
+	int lfd;
+	int s;
+	struct peer p;
+};
+
+FIXTURE_SETUP(hostile_err)
+{
+	peer_accept(_metadata, &self->lfd, &self->s, &self->p);
+}
+
+FIXTURE_TEARDOWN(hostile_err)
+{
+	peer_release(self->lfd, self->s, &self->p);
+}
+
+static void *reader_waitall(void *arg)
+{
+	struct reader *r = arg;
+
+	r->ret = recv(r->fd, r->buf, ADV_LEN, MSG_WAITALL);
+	r->err = errno;
+	return NULL;
+}
+
+TEST_F_TIMEOUT(hostile_err, waitall_error_kept, 120)
+{
+	struct peer *p = &self->p;
+	struct reader r = { .fd = self->s };
+	struct ibv_wc wc;
+	char buf[16];
+	ssize_t n;
+
+	RS_SKIP_TCP("speaks the rdmastream wire protocol");
+	r.buf = malloc(ADV_LEN);
+	ASSERT_NE(NULL, r.buf);
+	ASSERT_EQ(0, rs_set_timeo(self->s, SO_RCVTIMEO, 500));
+	ASSERT_EQ(0, pthread_create(&r.thr, NULL, reader_waitall, &r));
+	/* 5 bytes through the ring; the rest of the recv() is advertised */
+	ASSERT_EQ(0, peer_post(p, IBV_WR_RDMA_WRITE_WITH_IMM, p->addr,
+			       p->rkey, 5, 5));
+	ASSERT_EQ(IBV_WC_SUCCESS, cq_wait(p, &wc, 10000));
+	ASSERT_EQ(0, peer_advert(p)) TH_LOG("no ADVERT after 5 bytes");
+	/* the receive times out; its CANCEL stays unanswered */
+	ASSERT_NE(NULL, peer_msg(p, T_CANCEL, 10000));
+	pthread_join(r.thr, NULL);
+	EXPECT_EQ(5, r.ret) TH_LOG("recv: %s", strerror(r.err));
+	EXPECT_EQ(0, memcmp(r.buf, "hello", 5));
+	/* the next call reports the error, the one after it the end */
+	n = recv(self->s, buf, sizeof(buf), 0);
+	EXPECT_EQ(-1, n) TH_LOG("recv after the timeout returned %zd", n);
+	EXPECT_EQ(ETIMEDOUT, errno) TH_LOG("recv: %s", strerror(errno));
+	EXPECT_EQ(0, recv(self->s, buf, sizeof(buf), 0));
+	free(r.buf);
+}
+
+struct sender {
+	pthread_t thr;
+	int fd;
+	char *buf;
+	size_t len;
+	ssize_t ret;
+	int err;
+};
+
+static void *sender_main(void *arg)
+{
+	struct sender *w = arg;
+
+	w->ret = send(w->fd, w->buf, w->len, MSG_NOSIGNAL);
+	w->err = errno;
+	return NULL;
+}
+
+/*
+ * The same for send(): one that queued bytes and then meets a reset
+ * returns them, and the next send() reports the reset (EPROTO here), not
+ * a bare EPIPE: the error was consumed by the call that returned bytes.
+ */
+TEST_F_TIMEOUT(hostile_err, send_error_kept, 120)
+{
+	struct sender w = { .fd = self->s, .len = 8 << 20 };
+	char b = 0;
+
+	RS_SKIP_TCP("speaks the rdmastream wire protocol");
+	w.buf = calloc(1, w.len);
+	ASSERT_NE(NULL, w.buf);
+	ASSERT_EQ(0, rs_set_timeo(self->s, SO_SNDTIMEO, 20000));
+	/* no SETUP from the peer: the send ring fills, the call waits */
+	ASSERT_EQ(0, pthread_create(&w.thr, NULL, sender_main, &w));
+	rs_msleep(500);
+	/* an ACK with a reserved byte set: EPROTO */
+	peer_ctl_fill(&self->p, T_ACK, 0, 0, 0, 0);
+	peer_ctl_buf(&self->p)[MSG - 1] = 1;
+	ASSERT_EQ(0, peer_ctl_send(&self->p));
+	pthread_join(w.thr, NULL);
+	EXPECT_LT(0, w.ret) TH_LOG("send: %s", strerror(w.err));
+	EXPECT_GT((ssize_t)w.len, w.ret);
+	EXPECT_EQ(-1, send(self->s, &b, 1, MSG_NOSIGNAL));
+	EXPECT_EQ(EPROTO, errno) TH_LOG("send: %s", strerror(errno));
+	EXPECT_EQ(-1, send(self->s, &b, 1, MSG_NOSIGNAL));
+	EXPECT_EQ(EPIPE, errno) TH_LOG("send: %s", strerror(errno));
+	free(w.buf);
 }
 
 /*

@@ -952,6 +952,8 @@ struct fn_peer {
 	size_t len;
 	unsigned long long adverts;	/* sender: wait for one more */
 	volatile bool stop;	/* sender: the receive has returned */
+	volatile bool hold;	/* receiver: wait for go */
+	volatile bool go;
 	ssize_t done;
 	int err;
 	pthread_t thr;
@@ -963,6 +965,8 @@ static void *fn_peer_recv(void *arg)
 	struct fn_peer *p = arg;
 	ssize_t r;
 
+	while (p->hold && !p->go)
+		rs_msleep(1);
 	p->done = 0;
 	while ((size_t)p->done < p->len) {
 		r = recv(p->st->s, p->buf + p->done, p->len - p->done,
@@ -1158,39 +1162,52 @@ TEST_F_TIMEOUT(failnth, recvmsg_direct, 1800)
 
 /* ---- system-wide: the handlers, work queues and completions ---- */
 
+static void fn_sys_arm(const char *cap, long long space);
+static long long fn_sys_disarm(const char *cap);
+
 /*
- * The window: a connect() and its accept(), or a transfer each way on
- * st. Returns 0 if it completed with verified data, else the errno that
- * ended it (a reset of the connection, or the failed connect's errno).
+ * The window, with cap armed at space: a connect() and its accept(), or
+ * a transfer each way on st. Returns 0 if it completed with verified
+ * data, else the errno that ended it (a reset of the connection, or the
+ * failed connect's errno); *left as fn_sys_disarm().
  */
 static int fn_sys_window(char *buf, char *buf2, struct fn_stream *st,
-			 bool transfer)
+			 bool transfer, const char *cap, long long space,
+			 long long *left)
 {
 	struct fn_peer p = { .st = st, .len = FN_DIRECT, .off = st->tx };
 	int err;
 
 	if (!transfer) {
 		fn_stream_close(st);
-		if (fn_stream_open(st))
-			return errno;
-		return 0;
+		fn_sys_arm(cap, space);
+		err = fn_stream_open(st) ? errno : 0;
+		*left = fn_sys_disarm(cap);
+		return err;
 	}
-	/* direct c -> s (the receiver advertises first) ... */
+	/* the receiving thread exists before the window opens */
 	p.buf = buf2;
 	p.adverts = fn_adverts(st->c);
+	p.hold = true;
+	rs_pat_fill(buf, FN_DIRECT, st->key, st->tx);
 	if (pthread_create(&p.thr, NULL, fn_peer_recv, &p))
 		return EAGAIN;
+	rs_msleep(20);
+	fn_sys_arm(cap, space);
+	/* direct c -> s (the receiver advertises first) ... */
+	p.go = true;
 	fn_wait_advert(st->c, p.adverts, NULL);
-	rs_pat_fill(buf, FN_DIRECT, st->key, st->tx);
 	err = rs_send_all(st->c, buf, FN_DIRECT, 0) < 0 ? errno : 0;
 	if (err)
 		shutdown(st->s, SHUT_RDWR);
 	pthread_join(p.thr, NULL);
-	if (err || p.err)
-		return err ?: p.err;
-	st->tx = st->rx = st->tx + FN_DIRECT;
-	/* ... and small writes s -> c through the stream buffer */
-	return fn_exchange(st->c, st->s, FN_VERIFY, st->gen);
+	if (!err && !p.err) {
+		st->tx = st->rx = st->tx + FN_DIRECT;
+		/* ... and small writes s -> c through the stream buffer */
+		err = fn_exchange(st->c, st->s, FN_VERIFY, st->gen);
+	}
+	*left = fn_sys_disarm(cap);
+	return err ?: p.err;
 }
 
 FIXTURE(sys)
@@ -1340,9 +1357,8 @@ TEST_F_TIMEOUT(sys, walk, 3600)
 	ASSERT_EQ(0, fn_stream_open(&st)) TH_LOG("%s", strerror(errno));
 
 	/* calibration: what one window allocates, with nothing failing */
-	fn_sys_arm(cap, big);
-	err = fn_sys_window(self->buf, self->buf2, &st, variant->transfer);
-	left = fn_sys_disarm(cap);
+	err = fn_sys_window(self->buf, self->buf2, &st, variant->transfer,
+			    cap, big, &left);
 	ASSERT_EQ(0, err) TH_LOG("calibration window: %s", strerror(err));
 	ASSERT_GE(left, 0);
 	total = big - left;
@@ -1354,9 +1370,8 @@ TEST_F_TIMEOUT(sys, walk, 3600)
 		space = total * i / step_n;
 		self->fd[1] = st.c;
 		self->fd[2] = st.s;
-		fn_sys_arm(cap, space);
-		err = fn_sys_window(self->buf, self->buf2, &st, variant->transfer);
-		left = fn_sys_disarm(cap);
+		err = fn_sys_window(self->buf, self->buf2, &st,
+				    variant->transfer, cap, space, &left);
 		if (left < 0)
 			fired++;
 		if (err) {

@@ -1334,11 +1334,22 @@ static void fz_counts_str(const struct fz_counts *c, char *buf, size_t len)
 		 c->res[2], c->res[3], c->res[4]);
 }
 
+/*
+ * Back at the baseline: fewer sockets, orphans or bytes than before is
+ * fine (an earlier test's orphan may have ended meanwhile). The CQs are
+ * not compared: the connections take theirs from the device's shared CQ
+ * pool (ib_cq_pool_get), which keeps them until the device goes away, so
+ * their number depends on how many connections were open at once and on
+ * whether RS_RDMADEV was re-added, not on leaks.
+ */
 static bool fz_counts_eq(const struct fz_counts *a, const struct fz_counts *b)
 {
-	return a->mem_used == b->mem_used && a->orphans == b->orphans &&
-	       a->socks == b->socks &&
-	       (!a->res_ok || !memcmp(a->res, b->res, sizeof(a->res)));
+	return b->mem_used <= a->mem_used && b->orphans <= a->orphans &&
+	       b->socks <= a->socks &&
+	       (!a->res_ok || (a->res[0] == b->res[0] &&
+			       a->res[2] == b->res[2] &&
+			       a->res[3] == b->res[3] &&
+			       a->res[4] == b->res[4]));
 }
 
 TEST(settle_unload)

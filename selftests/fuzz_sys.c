@@ -56,7 +56,7 @@ enum fz_op {
 	OP_RECVMSG, OP_SEND, OP_RECV, OP_WRITEV, OP_READV, OP_SENDMMSG,
 	OP_RECVMMSG, OP_SENDFILE, OP_SETSOCKOPT, OP_GETSOCKOPT, OP_GETNAME,
 	OP_SHUTDOWN, OP_IOCTL, OP_FCNTL, OP_POLL, OP_EPOLL, OP_DUP, OP_DUP2,
-	OP_FORK, OP_CLOSE, OP_MMAP, OP_LINK, OP_UNLOAD, OP_N
+	OP_FORK, OP_CLOSE, OP_MMAP, OP_PAIR, OP_LINK, OP_UNLOAD, OP_N
 };
 
 static const char * const fz_op_name[OP_N] = {
@@ -64,7 +64,7 @@ static const char * const fz_op_name[OP_N] = {
 	"recvmsg", "send", "recv", "writev", "readv", "sendmmsg",
 	"recvmmsg", "sendfile", "setsockopt", "getsockopt", "getname",
 	"shutdown", "ioctl", "fcntl", "poll", "epoll", "dup", "dup2",
-	"fork", "close", "mmap-flip", "rdma-link", "unload",
+	"fork", "close", "mmap-flip", "pair", "rdma-link", "unload",
 };
 
 /* relative weights of the worker's calls */
@@ -76,7 +76,7 @@ static const unsigned int fz_weight[OP_N] = {
 	[OP_GETSOCKOPT] = 6, [OP_GETNAME] = 3, [OP_SHUTDOWN] = 3,
 	[OP_IOCTL] = 3, [OP_FCNTL] = 2, [OP_POLL] = 3, [OP_EPOLL] = 4,
 	[OP_DUP] = 2, [OP_DUP2] = 2, [OP_FORK] = 1, [OP_CLOSE] = 10,
-	[OP_MMAP] = 1,
+	[OP_MMAP] = 1, [OP_PAIR] = 3,
 };
 
 struct fz_count {
@@ -898,6 +898,57 @@ static void fz_flip(struct fz_thread *t)
 	}
 }
 
+/* A connected pair and its listener, so that the data calls have some. */
+static void fz_pair(struct fz_thread *t)
+{
+	struct sockaddr_storage ss;
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+	bool v6 = fz_chance(t, 30);
+	socklen_t len;
+	int l, c, a = -1;
+
+	fz_begin(t, OP_PAIR, 3000);
+	l = socket(rs.tcp && v6 ? AF_INET6 : rs.family,
+		   SOCK_STREAM | SOCK_CLOEXEC, rs.protocol);
+	c = socket(rs.tcp && v6 ? AF_INET6 : rs.family,
+		   SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, rs.protocol);
+	len = rs_sin((struct sockaddr_in *)&ss, fz.addr, 0);
+	if (v6) {
+		memset(&ss, 0, sizeof(ss));
+		s6->sin6_family = AF_INET6;
+		s6->sin6_addr.s6_addr[10] = 0xff;
+		s6->sin6_addr.s6_addr[11] = 0xff;
+		memcpy(&s6->sin6_addr.s6_addr[12], &fz.addr, 4);
+		len = sizeof(*s6);
+	}
+	if (l < 0 || c < 0 || bind(l, (void *)&ss, len) ||
+	    listen(l, 1 + fz_below(t, 8)))
+		goto out;
+	len = sizeof(ss);
+	getsockname(l, (void *)&ss, &len);
+	fz_note_port(l);
+	if (connect(c, (void *)&ss, len) && errno != EINPROGRESS)
+		goto out;
+	rs_set_timeo(l, SO_RCVTIMEO, 2000);
+	a = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+	if (a >= 0 && rs_poll(c, POLLOUT, 2000) <= 0)
+		a = -1;
+out:
+	fz_end(t, a);
+	if (a >= 0) {
+		rs_set_timeo(a, SO_RCVTIMEO, 1 + fz_below(t, 400));
+		rs_set_timeo(c, SO_RCVTIMEO, 1 + fz_below(t, 400));
+		rs_set_timeo(a, SO_SNDTIMEO, 1 + fz_below(t, 400));
+		rs_set_timeo(c, SO_SNDTIMEO, 1 + fz_below(t, 400));
+		rs_set_nonblock(c, fz_chance(t, 30));
+		fz_put(t, a);
+	}
+	if (c >= 0)
+		fz_put(t, c);
+	if (l >= 0)
+		fz_put(t, l);
+}
+
 static void fz_one(struct fz_thread *t)
 {
 	unsigned int sum = 0, r, op;
@@ -940,6 +991,7 @@ static void fz_one(struct fz_thread *t)
 	case OP_FORK: fz_fork(t); break;
 	case OP_CLOSE: fz_close(t); break;
 	case OP_MMAP: fz_flip(t); break;
+	case OP_PAIR: fz_pair(t); break;
 	}
 }
 

@@ -43,7 +43,7 @@
 #include <sys/sendfile.h>
 #include <sys/syscall.h>
 
-#define FZ_SLOTS	48
+#define FZ_SLOTS	32
 #define FZ_PORTS	8
 #define FZ_DUP_BASE	700	/* slot i's dup2 target is FZ_DUP_BASE + i */
 #define FZ_MAX_THREADS	16
@@ -654,6 +654,22 @@ static int fz_optname(struct fz_thread *t, int level)
 	return fz_below(t, level == SOL_SOCKET ? 80 : 45);
 }
 
+/* Values options are likely to care about: policies, sizes, bounds. */
+static int fz_int(struct fz_thread *t)
+{
+	static const int v[] = { 0, 1, 2, 3, 4, -1, 255, 256, 4096, 32767,
+				 32768, 65536, 1 << 20, INT_MAX, INT_MIN };
+
+	switch (fz_below(t, 3)) {
+	case 0:
+		return v[fz_below(t, ARRAY_SIZE(v))];
+	case 1:
+		return fz_below(t, 70000);
+	default:
+		return fz_r(t);
+	}
+}
+
 static void fz_sockopt(struct fz_thread *t, int fd, bool get)
 {
 	int level = fz_level(t), name = fz_optname(t, level);
@@ -673,9 +689,8 @@ static void fz_sockopt(struct fz_thread *t, int fd, bool get)
 		len = fz_chance(t, 50) ? 1U << 30 : (socklen_t)-1;
 	for (i = 0; i < 64; i++)
 		t->buf[i] = fz_r(t);
-	if (fz_chance(t, 30))	/* a plausible int */
-		*(int *)t->buf = fz_below(t, 4) ? (int)fz_below(t, 70000) :
-				 (int)fz_r(t);
+	if (fz_chance(t, 40))	/* a plausible int */
+		*(int *)t->buf = fz_int(t);
 	if (fz_chance(t, 5))
 		p = fz_chance(t, 50) ? NULL : (void *)fz.ro;
 	if (get && fz_chance(t, 4))

@@ -89,9 +89,9 @@ struct fz_thread {
 	pthread_t thr;
 	pid_t tid;
 	int epfd;
-	/* the call in progress, for the hang watchdog */
-	volatile int op;
-	volatile double since;	/* 0: not in a call */
+	/* the call in progress, for the hang watchdog (atomic accesses) */
+	int op;
+	long long since_ms;	/* 0: not in a call */
 	timer_t timer;
 	bool timer_ok;
 	struct fz_count cnt[OP_N];
@@ -105,8 +105,8 @@ static struct {
 	uint64_t seed;
 	unsigned int secs, nthreads, hang, settle, event_sec;
 	bool events;
-	volatile bool stop;
-	volatile bool hung;
+	bool stop;		/* atomic accesses: fz_flag(), fz_get() */
+	bool hung;		/* a finding was reported */
 	double end;
 	int slot[FZ_SLOTS];
 	unsigned short port[FZ_PORTS];
@@ -133,6 +133,21 @@ struct fz_counts {
 };
 static struct fz_counts fz_base;
 static char fz_params[1024];
+
+static void fz_flag(bool *b)
+{
+	__atomic_store_n(b, true, __ATOMIC_RELAXED);
+}
+
+static bool fz_get(bool *b)
+{
+	return __atomic_load_n(b, __ATOMIC_RELAXED);
+}
+
+static long long fz_ms(void)
+{
+	return rs_now() * 1000;
+}
 
 /* ---- random ---- */
 
@@ -166,9 +181,9 @@ static void fz_begin(struct fz_thread *t, int op, unsigned int ms)
 		.it_interval = { 0, 50 * 1000000L },
 	};
 
-	t->op = op;
+	__atomic_store_n(&t->op, op, __ATOMIC_RELAXED);
 	t->cnt[op].calls++;
-	t->since = rs_now();
+	__atomic_store_n(&t->since_ms, fz_ms(), __ATOMIC_RELAXED);
 	if (t->timer_ok)
 		timer_settime(t->timer, 0, &its, NULL);
 }
@@ -180,7 +195,7 @@ static long fz_end(struct fz_thread *t, long ret)
 
 	if (t->timer_ok)
 		timer_settime(t->timer, 0, &off, NULL);
-	t->since = 0;
+	__atomic_store_n(&t->since_ms, 0, __ATOMIC_RELAXED);
 	if (ret >= 0)
 		t->cnt[t->op].ok++;
 	errno = err;
@@ -548,7 +563,7 @@ static void fz_check_len(struct fz_thread *t, ssize_t ret, size_t total,
 	if (ret > 0 && (size_t)ret > total && !(flags & MSG_TRUNC)) {
 		fprintf(stderr, "# FINDING: %s returned %zd for %zu bytes\n",
 			fz_op_name[t->op], ret, total);
-		fz.hung = true;
+		fz_flag(&fz.hung);
 	}
 }
 
@@ -703,7 +718,7 @@ static void fz_sockopt(struct fz_thread *t, int fd, bool get)
 		    lenp == &len && len > asked && len > 4) {
 			fprintf(stderr, "# FINDING: getsockopt(%d, %d) length %u > %u\n",
 				level, name, len, asked);
-			fz.hung = true;
+			fz_flag(&fz.hung);
 		}
 	} else {
 		fz_end(t, setsockopt(fd, level, name, p, len));
@@ -764,10 +779,11 @@ static void fz_fcntl(struct fz_thread *t, int fd)
 	}
 }
 
-static void fz_poll(struct fz_thread *t)
+static void fz_poll(struct fz_thread *t, int fd)
 {
 	struct pollfd p[6];
 	unsigned int n = fz_below(t, 7), i;
+	(void)fd;	/* the call picks its own descriptors */
 
 	for (i = 0; i < n; i++) {
 		p[i].fd = fz_pick(t);
@@ -821,11 +837,12 @@ static void fz_dup(struct fz_thread *t, int fd, bool two)
 	}
 }
 
-static void fz_close(struct fz_thread *t)
+static void fz_close(struct fz_thread *t, int any)
 {
 	int i = fz_below(t, FZ_SLOTS);
 	int fd = __atomic_exchange_n(&fz.slot[i], -1, __ATOMIC_ACQ_REL);
 	struct linger l = { .l_onoff = 1, .l_linger = 0 };
+	(void)any;	/* the call picks its own descriptors */
 
 	if (fd < 0)
 		return;
@@ -865,10 +882,11 @@ static void fz_child(struct fz_thread *t)
 	_exit(0);
 }
 
-static void fz_fork(struct fz_thread *t)
+static void fz_fork(struct fz_thread *t, int fd)
 {
 	int i;
 	pid_t pid;
+	(void)fd;	/* the call picks its own descriptors */
 
 	pthread_mutex_lock(&fz.lock);
 	for (i = 0; i < FZ_CHILDREN && fz.child[i]; i++)
@@ -889,9 +907,10 @@ static void fz_fork(struct fz_thread *t)
 }
 
 /* Pages under the other threads' calls disappear and come back. */
-static void fz_flip(struct fz_thread *t)
+static void fz_flip(struct fz_thread *t, int fd)
 {
 	size_t len = FZ_BUF;
+	(void)fd;	/* the call picks its own descriptors */
 
 	fz_begin(t, OP_MMAP, 5000);
 	switch (fz_below(t, 4)) {
@@ -914,13 +933,14 @@ static void fz_flip(struct fz_thread *t)
 }
 
 /* A connected pair and its listener, so that the data calls have some. */
-static void fz_pair(struct fz_thread *t)
+static void fz_pair(struct fz_thread *t, int fd)
 {
 	struct sockaddr_storage ss;
 	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
 	bool v6 = fz_chance(t, 30);
 	socklen_t len;
 	int l, c, a = -1;
+	(void)fd;	/* the call picks its own descriptors */
 
 	fz_begin(t, OP_PAIR, 3000);
 	l = socket(rs.tcp && v6 ? AF_INET6 : rs.family,
@@ -964,50 +984,97 @@ out:
 		fz_put(t, l);
 }
 
+static void fz_sendmsg_tx(struct fz_thread *t, int fd)
+{
+	fz_sendmsg(t, fd, false);
+}
+
+static void fz_recvmsg(struct fz_thread *t, int fd)
+{
+	fz_sendmsg(t, fd, true);
+}
+
+static void fz_send(struct fz_thread *t, int fd)
+{
+	fz_sendrecv(t, fd, false);
+}
+
+static void fz_recv(struct fz_thread *t, int fd)
+{
+	fz_sendrecv(t, fd, true);
+}
+
+static void fz_writev(struct fz_thread *t, int fd)
+{
+	fz_rwv(t, fd, false);
+}
+
+static void fz_readv(struct fz_thread *t, int fd)
+{
+	fz_rwv(t, fd, true);
+}
+
+static void fz_sendmmsg(struct fz_thread *t, int fd)
+{
+	fz_mmsg(t, fd, false);
+}
+
+static void fz_recvmmsg(struct fz_thread *t, int fd)
+{
+	fz_mmsg(t, fd, true);
+}
+
+static void fz_setsockopt(struct fz_thread *t, int fd)
+{
+	fz_sockopt(t, fd, false);
+}
+
+static void fz_getsockopt(struct fz_thread *t, int fd)
+{
+	fz_sockopt(t, fd, true);
+}
+
+static void fz_dup1(struct fz_thread *t, int fd)
+{
+	fz_dup(t, fd, false);
+}
+
+static void fz_dup2(struct fz_thread *t, int fd)
+{
+	fz_dup(t, fd, true);
+}
+
+static void fz_socket(struct fz_thread *t, int fd)
+{
+	(void)fd;
+	fz_new_socket(t);
+}
+
+static void (* const fz_calls[OP_N])(struct fz_thread *t, int fd) = {
+	[OP_SOCKET] = fz_socket, [OP_BIND] = fz_bind,
+	[OP_LISTEN] = fz_listen, [OP_CONNECT] = fz_connect,
+	[OP_ACCEPT] = fz_accept, [OP_SENDMSG] = fz_sendmsg_tx,
+	[OP_RECVMSG] = fz_recvmsg, [OP_SEND] = fz_send, [OP_RECV] = fz_recv,
+	[OP_WRITEV] = fz_writev, [OP_READV] = fz_readv,
+	[OP_SENDMMSG] = fz_sendmmsg, [OP_RECVMMSG] = fz_recvmmsg,
+	[OP_SENDFILE] = fz_sendfile, [OP_SETSOCKOPT] = fz_setsockopt,
+	[OP_GETSOCKOPT] = fz_getsockopt, [OP_GETNAME] = fz_getname,
+	[OP_SHUTDOWN] = fz_shutdown, [OP_IOCTL] = fz_ioctl,
+	[OP_FCNTL] = fz_fcntl, [OP_POLL] = fz_poll, [OP_EPOLL] = fz_epoll,
+	[OP_DUP] = fz_dup1, [OP_DUP2] = fz_dup2, [OP_FORK] = fz_fork,
+	[OP_CLOSE] = fz_close, [OP_MMAP] = fz_flip, [OP_PAIR] = fz_pair,
+};
+
 static void fz_one(struct fz_thread *t)
 {
 	unsigned int sum = 0, r, op;
-	int fd;
 
 	for (op = 0; op < OP_N; op++)
 		sum += fz_weight[op];
 	r = fz_below(t, sum);
 	for (op = 0; r >= fz_weight[op]; op++)
 		r -= fz_weight[op];
-	if (op == OP_SOCKET) {
-		fz_new_socket(t);
-		return;
-	}
-	fd = fz_pick(t);
-	switch (op) {
-	case OP_BIND: fz_bind(t, fd); break;
-	case OP_LISTEN: fz_listen(t, fd); break;
-	case OP_CONNECT: fz_connect(t, fd); break;
-	case OP_ACCEPT: fz_accept(t, fd); break;
-	case OP_SENDMSG: fz_sendmsg(t, fd, false); break;
-	case OP_RECVMSG: fz_sendmsg(t, fd, true); break;
-	case OP_SEND: fz_sendrecv(t, fd, false); break;
-	case OP_RECV: fz_sendrecv(t, fd, true); break;
-	case OP_WRITEV: fz_rwv(t, fd, false); break;
-	case OP_READV: fz_rwv(t, fd, true); break;
-	case OP_SENDMMSG: fz_mmsg(t, fd, false); break;
-	case OP_RECVMMSG: fz_mmsg(t, fd, true); break;
-	case OP_SENDFILE: fz_sendfile(t, fd); break;
-	case OP_SETSOCKOPT: fz_sockopt(t, fd, false); break;
-	case OP_GETSOCKOPT: fz_sockopt(t, fd, true); break;
-	case OP_GETNAME: fz_getname(t, fd); break;
-	case OP_SHUTDOWN: fz_shutdown(t, fd); break;
-	case OP_IOCTL: fz_ioctl(t, fd); break;
-	case OP_FCNTL: fz_fcntl(t, fd); break;
-	case OP_POLL: fz_poll(t); break;
-	case OP_EPOLL: fz_epoll(t, fd); break;
-	case OP_DUP: fz_dup(t, fd, false); break;
-	case OP_DUP2: fz_dup(t, fd, true); break;
-	case OP_FORK: fz_fork(t); break;
-	case OP_CLOSE: fz_close(t); break;
-	case OP_MMAP: fz_flip(t); break;
-	case OP_PAIR: fz_pair(t); break;
-	}
+	fz_calls[op](t, fz_pick(t));
 }
 
 static void *fz_worker(void *arg)
@@ -1016,7 +1083,7 @@ static void *fz_worker(void *arg)
 
 	fz_timer_init(t);
 	t->epfd = epoll_create1(EPOLL_CLOEXEC);
-	while (!fz.stop && rs_now() < fz.end)
+	while (!fz_get(&fz.stop) && rs_now() < fz.end)
 		fz_one(t);
 	close(t->epfd);
 	return NULL;
@@ -1065,7 +1132,7 @@ static void *fz_events(void *arg)
 	/* a socket of its own, so that the module is always in use */
 	anchor = socket(rs.family, SOCK_STREAM | SOCK_CLOEXEC, rs.protocol);
 	next = rs_now() + 1 + fz_below(t, 2 * fz.event_sec);
-	while (!fz.stop && rs_now() < fz.end) {
+	while (!fz_get(&fz.stop) && rs_now() < fz.end) {
 		if (rs_now() < next) {
 			rs_msleep(100);
 			continue;
@@ -1077,9 +1144,9 @@ static void *fz_events(void *arg)
 			if (!ret || (errno != EBUSY && errno != EAGAIN)) {
 				fprintf(stderr, "# FINDING: delete_module with sockets open: %s\n",
 					ret ? strerror(errno) : "unloaded");
-				fz.hung = true;
+				fz_flag(&fz.hung);
 				if (!ret && fz_mod_load())
-					fz.stop = true;
+					fz_flag(&fz.stop);
 			}
 			continue;
 		}
@@ -1092,8 +1159,8 @@ static void *fz_events(void *arg)
 		if (!rs_link_exists()) {
 			fprintf(stderr, "# FINDING: %s did not come back\n",
 				rs.rdmadev);
-			fz.hung = true;
-			fz.stop = true;
+			fz_flag(&fz.hung);
+			fz_flag(&fz.stop);
 		}
 	}
 	if (anchor >= 0)
@@ -1145,7 +1212,7 @@ static void fz_reap(bool all)
 			if (rs_now() - fz.child_t[i] > fz.hang) {
 				fprintf(stderr, "# FINDING: child %d unkillable for %u s\n",
 					fz.child[i], fz.hang);
-				fz.hung = true;
+				fz_flag(&fz.hung);
 				fz.child[i] = 0;
 			}
 		}
@@ -1157,16 +1224,18 @@ static void fz_reap(bool all)
 static bool fz_check_hang(void)
 {
 	unsigned int i, bound;
-	double since;
+	long long since;
+	int op;
 
 	for (i = 0; i <= fz.nthreads; i++) {
-		since = fz.t[i].since;
+		since = __atomic_load_n(&fz.t[i].since_ms, __ATOMIC_RELAXED);
+		op = __atomic_load_n(&fz.t[i].op, __ATOMIC_RELAXED);
 		bound = i == fz.nthreads ? 3 * fz.hang : fz.hang;
-		if (!since || rs_now() - since < bound)
+		if (!since || fz_ms() - since < bound * 1000LL)
 			continue;
-		fprintf(stderr, "# FINDING: thread %u (tid %d) in %s for %.0f s\n",
-			i, fz.t[i].tid, fz_op_name[fz.t[i].op],
-			rs_now() - since);
+		fprintf(stderr, "# FINDING: thread %u (tid %d) in %s for %lld s\n",
+			i, fz.t[i].tid, fz_op_name[op],
+			(fz_ms() - since) / 1000);
 		fz_dump_stacks();
 		return true;
 	}
@@ -1279,7 +1348,8 @@ static bool fz_join(void)
 		ts.tv_sec += 3 * fz.hang;
 		if (pthread_timedjoin_np(fz.t[i].thr, NULL, &ts)) {
 			fprintf(stderr, "# FINDING: thread %u does not return from %s\n",
-				i, fz_op_name[fz.t[i].op]);
+				i, fz_op_name[__atomic_load_n(&fz.t[i].op,
+						       __ATOMIC_RELAXED)]);
 			fz_dump_stacks();
 			ok = false;
 		}
@@ -1309,24 +1379,24 @@ TEST(syscalls)
 	if (fz.events)
 		ASSERT_EQ(0, pthread_create(&fz.t[i].thr, NULL, fz_events,
 					    &fz.t[i]));
-	while (rs_now() < fz.end && !fz.stop) {
+	while (rs_now() < fz.end && !fz_get(&fz.stop)) {
 		rs_msleep(200);
 		fz_reap(false);
 		if (!hang && fz_check_hang()) {
 			hang = true;
-			fz.hung = true;
-			fz.stop = true;
+			fz_flag(&fz.hung);
+			fz_flag(&fz.stop);
 		}
 	}
-	fz.stop = true;
+	fz_flag(&fz.stop);
 	EXPECT_TRUE(fz_join()) TH_LOG("a call does not return: see above");
 	fz_reap(true);
 	fz_close_all();
 	fz_report();
-	EXPECT_FALSE(fz.hung) TH_LOG("findings above (seed %llu)",
+	EXPECT_FALSE(fz_get(&fz.hung)) TH_LOG("findings above (seed %llu)",
 				     (unsigned long long)fz.seed);
 	/* and the family still works */
-	if (!fz.hung) {
+	if (!fz_get(&fz.hung)) {
 		int c, s;
 
 		rs_pair(_metadata, &c, &s);

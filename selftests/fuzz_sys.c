@@ -105,6 +105,7 @@ static struct {
 	uint64_t seed;
 	unsigned int secs, nthreads, hang, settle, event_sec;
 	bool events;
+	bool selfcheck;		/* RS_FUZZ_SELFCHECK: a hang on purpose */
 	bool stop;		/* atomic accesses: fz_flag(), fz_get() */
 	bool hung;		/* a finding was reported */
 	double end;
@@ -1083,6 +1084,12 @@ static void *fz_worker(void *arg)
 
 	fz_timer_init(t);
 	t->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (fz.selfcheck && !t->idx) {
+		/* the watchdog's own test: a call that does not return */
+		fz_begin(t, OP_POLL, 0);
+		rs_msleep((fz.hang + 5) * 1000);
+		fz_end(t, 0);
+	}
 	while (!fz_get(&fz.stop) && rs_now() < fz.end)
 		fz_one(t);
 	close(t->epfd);
@@ -1592,6 +1599,7 @@ int main(int argc, char **argv)
 	fz.event_sec = rs_env_ulong("RS_FUZZ_EVENT_SEC", 8) ?: 1;
 	fz.hang = rs_env_ulong("RS_FUZZ_HANG", 60);
 	fz.settle = rs_env_ulong("RS_FUZZ_SETTLE", 60);
+	fz.selfcheck = rs_env_ulong("RS_FUZZ_SELFCHECK", 0);
 	while ((c = getopt(argc, argv, "s:t:j:Eh")) != -1) {
 		switch (c) {
 		case 's':

@@ -1414,6 +1414,102 @@ TEST(syscalls)
 	}
 }
 
+/* ---- regressions of what the fuzzer found ---- */
+
+struct fz_race {
+	int lfd;
+	bool stop;
+	unsigned long relistens;
+};
+
+static void *fz_relisten(void *arg)
+{
+	struct fz_race *r = arg;
+
+	while (!fz_get(&r->stop))
+		if (!listen(r->lfd, 8))
+			r->relistens++;
+	return NULL;
+}
+
+/* A connection queued on lfd and never accepted; -1 if none. */
+static int fz_queue_child(int lfd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	int c;
+
+	if (getsockname(lfd, (void *)&ss, &len))
+		return -1;
+	c = rs_socket(SOCK_CLOEXEC);
+	if (c < 0)
+		return -1;
+	rs_set_timeo(c, SO_SNDTIMEO, 3000);
+	if (connect(c, (void *)&ss, len)) {
+		close(c);
+		return -1;
+	}
+	return c;
+}
+
+static long fz_socks(void);
+
+/*
+ * shutdown(SHUT_RD) of a listener unlocks the socket while it drops its
+ * cm id; a listen() from another thread got in there and listened again,
+ * then the shutdown cleared rs->listener, so that close() took the socket
+ * for a never-connected one and never freed the children queued on it
+ * (their sockets and ring memory leaked; found by the fuzzer, seed
+ * 22177891418166 on the debug kernel). Every socket must be freed.
+ */
+TEST(listen_vs_shutdown)
+{
+	unsigned int secs = rs_env_ulong("RS_FUZZ_RACE_SECS", 8), n = 0;
+	struct sockaddr_in sin;
+	struct fz_race r = { };
+	long socks0 = fz_socks(), socks = -1;
+	long long mem0 = rs_param_get("mem_used"), mem = -1;
+	pthread_t thr;
+	double end;
+	int c1, c2;
+
+	rs_watchdog(secs + 120);
+	end = rs_now() + secs;
+	while (rs_now() < end) {
+		r.lfd = rs_listener_opts(_metadata, &sin, 8, 0);
+		r.stop = false;
+		c1 = fz_queue_child(r.lfd);
+		ASSERT_EQ(0, pthread_create(&thr, NULL, fz_relisten, &r));
+		shutdown(r.lfd, SHUT_RD);
+		/* queued on the listen() that raced with the shutdown */
+		c2 = fz_queue_child(r.lfd);
+		fz_flag(&r.stop);
+		pthread_join(thr, NULL);
+		close(r.lfd);
+		if (c1 >= 0)
+			close(c1);
+		if (c2 >= 0)
+			close(c2);
+		n++;
+	}
+	rs_info("%u rounds, %lu listen() calls succeeded beside them", n,
+		r.relistens);
+	if (rs.tcp)
+		return;
+	end = rs_now() + 30;
+	do {
+		socks = fz_socks();
+		mem = rs_param_get("mem_used");
+		if (socks <= socks0 && mem <= mem0)
+			break;
+		rs_msleep(200);
+	} while (rs_now() < end);
+	EXPECT_LE(socks, socks0) TH_LOG("sockets: %ld before, %ld after",
+					socks0, socks);
+	EXPECT_LE(mem, mem0) TH_LOG("mem_used: %lld before, %lld after",
+				    mem0, mem);
+}
+
 /* ---- afterwards: the counts return, the module unloads ---- */
 
 static long fz_socks(void)
@@ -1630,6 +1726,8 @@ int main(int argc, char **argv)
 	/* the harness's bound: the run, the join and the check of hangs */
 	_syscalls_object.timeout = fz.secs + 4 * fz.hang + 120;
 	_settle_unload_object.timeout = 2 * fz.settle + 120;
+	_listen_vs_shutdown_object.timeout =
+		rs_env_ulong("RS_FUZZ_RACE_SECS", 8) + 90;
 	if (!rs.tcp) {
 		fz_mod_params();
 		fz_counts(&fz_base);

@@ -286,7 +286,15 @@ static int rs_listen(struct socket *sock, int backlog)
 		err = 0;
 		goto out;
 	}
-	if (sk->sk_state != TCP_CLOSE || rs->transport || rs->torn)
+	/*
+	 * rs->listener with TCP_CLOSE: a shutdown(SHUT_RD) of this listener
+	 * is between dropping its id and freeing its unaccepted children,
+	 * with the socket unlocked. Listening again there would queue
+	 * children that it then abandons (it clears rs->listener, so close()
+	 * never frees them): found by fuzz_sys, fuzz_sys.listen_vs_shutdown.
+	 */
+	if (sk->sk_state != TCP_CLOSE || rs->transport || rs->torn ||
+	    rs->listener)
 		goto out;
 	rs->rcvbuf_ring = sk->sk_rcvbuf;
 	rs->sndbuf_ring = sk->sk_sndbuf;

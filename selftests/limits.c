@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Many connections at once, and what each costs.
+ * Many connections at once, and what each costs (docs/limits.md).
  *
  *  scale.small    RS_SCALE_CONNS (2,000) connections in one host, both
  *                 ends here (4,000 sockets), 16 KiB rings (SO_RCVBUF and

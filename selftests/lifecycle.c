@@ -61,23 +61,6 @@ static long long mem_used_settle(long long want, unsigned int secs)
 	return v;
 }
 
-/* A /proc/meminfo field in kB, or -1. */
-static long long meminfo(const char *field)
-{
-	char line[256];
-	long long v = -1;
-	FILE *f;
-
-	f = fopen("/proc/meminfo", "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, field, strlen(field)))
-			v = strtoll(line + strlen(field), NULL, 10);
-	fclose(f);
-	return v;
-}
-
 /* ---- connect storm ---- */
 
 enum { STORM_PENDING, STORM_OK, STORM_REFUSED, STORM_OTHER };
@@ -218,7 +201,7 @@ TEST_F_TIMEOUT(storm, never_accepted, 900)
 	if (used0 >= 0)
 		used0 = mem_used_settle(used0, fault_sec());
 	peak = used0;
-	avail0 = meminfo("MemAvailable:");
+	avail0 = rs_meminfo("MemAvailable:");
 	avail_min = avail0;
 	self->lfd = rs_listener_opts(_metadata, &sin, backlog, 0);
 	if (!batch || batch > 256)
@@ -235,7 +218,7 @@ TEST_F_TIMEOUT(storm, never_accepted, 900)
 		used = rs_param_get("mem_used");
 		if (used > peak)
 			peak = used;
-		avail = meminfo("MemAvailable:");
+		avail = rs_meminfo("MemAvailable:");
 		if (avail < avail_min)
 			avail_min = avail;
 		for (j = i; j < i + n; j++) {

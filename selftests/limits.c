@@ -28,23 +28,6 @@ struct scale_conn {
 	int c, s;
 };
 
-/* A /proc/meminfo field in kB, or -1. */
-static long long scale_meminfo(const char *field)
-{
-	char line[256];
-	long long v = -1;
-	FILE *f;
-
-	f = fopen("/proc/meminfo", "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, field, strlen(field)))
-			v = strtoll(line + strlen(field), NULL, 10);
-	fclose(f);
-	return v;
-}
-
 /* Lines of `rdma res show TYPE` (one per object), or -1. */
 static long scale_res_count(const char *type)
 {
@@ -70,7 +53,7 @@ static void scale_snap(struct scale_base *b)
 {
 	b->mem_used = rs_param_get("mem_used");
 	b->orphans = rs_param_get("orphans");
-	b->avail_kb = scale_meminfo("MemAvailable:");
+	b->avail_kb = rs_meminfo("MemAvailable:");
 	b->qps = scale_res_count("qp");
 	b->mrs = scale_res_count("mr");
 }

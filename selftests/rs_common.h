@@ -220,6 +220,23 @@ static inline void rs_interrupt_cancel(void)
 	rs_watchdog(120);
 }
 
+/* A /proc/meminfo field in kB (field with its colon), or -1. */
+static inline long long rs_meminfo(const char *field)
+{
+	char line[256];
+	long long v = -1;
+	FILE *f;
+
+	f = fopen("/proc/meminfo", "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, field, strlen(field)))
+			v = strtoll(line + strlen(field), NULL, 10);
+	fclose(f);
+	return v;
+}
+
 /* ---- addresses ---- */
 
 static inline socklen_t rs_sin(struct sockaddr_in *sin, struct in_addr a,

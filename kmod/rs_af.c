@@ -515,15 +515,29 @@ static int rs_getname(struct socket *sock, struct sockaddr *addr, int peer)
 	return sizeof(struct sockaddr_in);
 }
 
+/*
+ * An abort sets the error, the shutdown bits and the state together under
+ * rs->lock; take them together too, so that a poll racing the abort never
+ * reports the error without the hang-up that comes with it.
+ */
 static __poll_t rs_poll_conn(struct rs_sock *rs)
 {
 	struct sock *sk = &rs->sk;
-	u8 shutdown = READ_ONCE(sk->sk_shutdown);
-	int state = inet_sk_state_load(sk);
 	__poll_t mask = 0;
+	u8 shutdown;
+	int state;
+	int err;
+
+	spin_lock_bh(&rs->lock);
+	shutdown = sk->sk_shutdown;
+	state = sk->sk_state;
+	err = sk->sk_err;
+	spin_unlock_bh(&rs->lock);
+	if (err)
+		mask |= EPOLLERR;
 
 	if (state == TCP_SYN_SENT || state == TCP_SYN_RECV)
-		return 0;
+		return mask;
 	if (shutdown == SHUTDOWN_MASK || state == TCP_CLOSE)
 		mask |= EPOLLHUP;
 	if (shutdown & RCV_SHUTDOWN)
@@ -549,7 +563,7 @@ static __poll_t rs_poll(struct file *file, struct socket *sock,
 		if (!list_empty(&rs->accept_q))
 			mask |= EPOLLIN | EPOLLRDNORM;
 	} else if (rs->flow.rx_size || inet_sk_state_load(sk) != TCP_CLOSE) {
-		mask = rs_poll_conn(rs);
+		return rs_poll_conn(rs);
 	} else {
 		mask = EPOLLOUT | EPOLLHUP;	/* as TCP: never connected */
 	}

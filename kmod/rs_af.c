@@ -556,17 +556,17 @@ static __poll_t rs_poll(struct file *file, struct socket *sock,
 {
 	struct sock *sk = sock->sk;
 	struct rs_sock *rs = rs_sk(sk);
-	__poll_t mask = 0;
+	__poll_t mask;
+	int state;
 
 	sock_poll_wait(file, sock, wait);
-	if (inet_sk_state_load(sk) == TCP_LISTEN) {
-		if (!list_empty(&rs->accept_q))
-			mask |= EPOLLIN | EPOLLRDNORM;
-	} else if (rs->flow.rx_size || inet_sk_state_load(sk) != TCP_CLOSE) {
+	state = inet_sk_state_load(sk);
+	if (state != TCP_LISTEN && (rs->flow.rx_size || state != TCP_CLOSE))
 		return rs_poll_conn(rs);
-	} else {
+	if (state == TCP_LISTEN)
+		mask = list_empty(&rs->accept_q) ? 0 : EPOLLIN | EPOLLRDNORM;
+	else
 		mask = EPOLLOUT | EPOLLHUP;	/* as TCP: never connected */
-	}
 	if (READ_ONCE(sk->sk_err))
 		mask |= EPOLLERR;
 	return mask;

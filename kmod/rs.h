@@ -30,6 +30,8 @@
 #include <linux/types.h>
 #include <linux/workqueue.h>
 #include <net/sock.h>
+#include <net/inet_sock.h>
+#include <linux/ipv6.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
 
@@ -217,7 +219,10 @@ struct rs_stats {
 };
 
 struct rs_sock {
-	struct sock sk;			/* first: rs_sk() casts */
+	union {				/* first: rs_sk() casts */
+		struct sock sk;
+		struct inet_sock inet;	/* for inet_create(), rs_inet.c */
+	};
 	struct rdma_cm_id *cm_id;	/* owned; destroyed by rs_teardown */
 	bool cm_ref;			/* the cm id holds a sock reference */
 	bool is_bound;			/* bind() succeeded */
@@ -321,6 +326,15 @@ static inline struct rs_sock *rs_sk(const struct sock *sk)
 	return (struct rs_sock *)sk;
 }
 
+/*
+ * A socket of the IPPROTO route's AF_INET6 side: inet6_create() finds the
+ * ipv6_pinfo at the end of the object (inet6_sk_generic()).
+ */
+struct rs6_sock {
+	struct rs_sock rs;
+	struct ipv6_pinfo inet6;
+};
+
 /* TCP_* state, published for lockless readers such as poll. */
 static inline void rs_set_state(struct sock *sk, int state)
 {
@@ -384,6 +398,9 @@ static inline void rs_dactive_put(struct rs_sock *rs)
 
 extern struct proto rs_proto;
 extern const struct proto_ops rs_proto_ops;
+extern const struct proto_ops rs_inet_ops;
+extern const struct proto_ops rs_inet6_ops;
+extern int rs_ipproto;
 extern struct workqueue_struct *rs_wq;
 extern int rs_family;
 extern unsigned int rs_keepalive_secs;
@@ -411,10 +428,15 @@ static inline bool rs_state_open(int state)
 }
 
 /* rs_af.c */
-struct sock *rs_sock_alloc(struct net *net, struct socket *sock, int kern,
-			   gfp_t gfp);
+void rs_sock_setup(struct sock *sk, struct socket *sock);
+struct sock *rs_sock_alloc(struct net *net, const struct sock *like,
+			   struct socket *sock, int kern);
 void rs_conn_reset(struct rs_sock *rs);
 void rs_wake(struct sock *sk, __poll_t mask);
+
+/* rs_inet.c */
+int rs_inet_register(void);
+void rs_inet_unregister(void);
 
 /* rs_cm.c */
 int rs_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev);

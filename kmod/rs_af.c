@@ -43,7 +43,7 @@ static void rs_destruct(struct sock *sk)
 	rs_transport_free_rings(rs);
 	rs_orphan_done(rs);
 	mem_cgroup_put(rs->memcg);
-	sock_prot_inuse_add(sock_net(sk), &rs_proto, -1);
+	sock_prot_inuse_add(sock_net(sk), sk->sk_prot, -1);
 }
 
 /*
@@ -60,23 +60,20 @@ void rs_conn_reset(struct rs_sock *rs)
 	spin_unlock_bh(&rs->lock);
 }
 
-struct sock *rs_sock_alloc(struct net *net, struct socket *sock, int kern,
-			   gfp_t gfp)
+/*
+ * Everything of ours in a socket that sock_init_data() has initialised:
+ * for AF_RDMASTREAM after rs_sock_alloc(), for the IPPROTO route from
+ * inet_create() through the proto's init. sock is NULL for a child.
+ */
+void rs_sock_setup(struct sock *sk, struct socket *sock)
 {
-	struct rs_sock *rs;
-	struct sock *sk;
+	struct rs_sock *rs = rs_sk(sk);
 
-	sk = sk_alloc(net, rs_family, gfp, &rs_proto, kern);
-	if (!sk)
-		return NULL;
-	sock_init_data(sock, sk);
 	sk->sk_destruct = rs_destruct;
 	/* live sockets, orphans included: the "sockets" of /proc/net/protocols */
-	sock_prot_inuse_add(net, &rs_proto, 1);
+	sock_prot_inuse_add(sock_net(sk), sk->sk_prot, 1);
 	sk->sk_state_change = rs_state_change;
-	sk->sk_protocol = 0;
 	sk->sk_type = SOCK_STREAM;
-	rs = rs_sk(sk);
 	spin_lock_init(&rs->lock);
 	mutex_init(&rs->tlock);
 	/* a child gets its listener's; see rs_transport_rings() */
@@ -94,7 +91,31 @@ struct sock *rs_sock_alloc(struct net *net, struct socket *sock, int kern,
 	INIT_WORK(&rs->teardown_work, rs_teardown_work);
 	timer_setup(&rs->probe_timer, rs_probe_timer, 0);
 	INIT_DELAYED_WORK(&rs->orphan_work, rs_orphan_work);
-	return sk;		/* in TCP_CLOSE, from sock_init_data() */
+}
+
+/*
+ * A socket of AF_RDMASTREAM (like NULL) or a child of the listener like,
+ * of its family, proto and protocol. In TCP_CLOSE, from sock_init_data().
+ */
+struct sock *rs_sock_alloc(struct net *net, const struct sock *like,
+			   struct socket *sock, int kern)
+{
+	struct proto *prot = like ? like->sk_prot : &rs_proto;
+	struct sock *sk;
+
+	sk = sk_alloc(net, like ? like->sk_family : rs_family, GFP_KERNEL,
+		      prot, kern);
+	if (!sk)
+		return NULL;
+	sock_init_data(sock, sk);
+	sk->sk_protocol = like ? like->sk_protocol : 0;
+#if IS_ENABLED(CONFIG_IPV6)
+	if (sk->sk_family == AF_INET6)
+		inet_sk(sk)->pinet6 = &container_of(rs_sk(sk), struct rs6_sock,
+						    rs)->inet6;
+#endif
+	rs_sock_setup(sk, sock);
+	return sk;
 }
 
 static u16 rs_addr_port(const struct sockaddr *addr)
@@ -124,6 +145,34 @@ static int rs_check_addr(const struct sockaddr *addr, int alen)
 		return alen < SIN6_LEN_RFC2133 ? -EINVAL : 0;
 	default:
 		return -EAFNOSUPPORT;
+	}
+}
+
+/*
+ * A socket of the IPPROTO route takes the addresses of its family, as
+ * inet_bind()/tcp_v4_connect() and inet6_bind()/tcp_v6_connect() do:
+ * the length first, then the family (an AF_INET bind also takes AF_UNSPEC
+ * with INADDR_ANY, for old programs). AF_RDMASTREAM takes either.
+ */
+static int rs_check_family(const struct sock *sk, struct sockaddr *addr,
+			   int alen, bool bind)
+{
+	struct sockaddr_in *sin = (struct sockaddr_in *)addr;
+
+	switch (sk->sk_family) {
+	case AF_INET:
+		if (alen < (int)sizeof(struct sockaddr_in))
+			return -EINVAL;
+		if (bind && addr->sa_family == AF_UNSPEC &&
+		    sin->sin_addr.s_addr == htonl(INADDR_ANY))
+			addr->sa_family = AF_INET;
+		return addr->sa_family == AF_INET ? 0 : -EAFNOSUPPORT;
+	case AF_INET6:
+		if (alen < SIN6_LEN_RFC2133)
+			return -EINVAL;
+		return addr->sa_family == AF_INET6 ? 0 : -EAFNOSUPPORT;
+	default:
+		return rs_check_addr(addr, alen);
 	}
 }
 
@@ -166,18 +215,27 @@ static void rs_map_addr(struct sockaddr_storage *ss)
  * names report them back, so the missing scope id must be 0, not stack.
  * A v4-mapped address is turned into its sockaddr_in (*mapped set).
  */
-static int rs_copy_addr(struct sockaddr_storage *ss,
-			const struct sockaddr *addr, int alen, bool *mapped)
+static int rs_copy_addr(const struct sock *sk, struct sockaddr_storage *ss,
+			const struct sockaddr *addr, int alen, bool bind,
+			bool *mapped)
 {
-	int err = rs_check_addr(addr, alen);
+	size_t len;
+	int err;
 
+	if (alen < (int)sizeof(sa_family_t))
+		return -EINVAL;
+	memset(ss, 0, sizeof(*ss));
+	memcpy(ss, addr, min_t(int, alen, sizeof(*ss)));
+	err = rs_check_family(sk, (struct sockaddr *)ss, alen, bind);
 	if (err)
 		return err;
-	memset(ss, 0, sizeof(*ss));
-	memcpy(ss, addr, min_t(int, alen, addr->sa_family == AF_INET6 ?
-			       sizeof(struct sockaddr_in6) :
-			       sizeof(struct sockaddr_in)));
+	/* nothing past what the family's sockaddr holds */
+	len = ss->ss_family == AF_INET ? sizeof(struct sockaddr_in) :
+					 sizeof(struct sockaddr_in6);
+	memset((u8 *)ss + len, 0, sizeof(*ss) - len);
 	*mapped = rs_unmap_addr(ss);
+	if (*mapped && sk->sk_ipv6only)
+		return bind ? -EINVAL : -ENETUNREACH;
 	return 0;
 }
 
@@ -191,10 +249,22 @@ static int rs_get_id(struct rs_sock *rs)
 		if (err)
 			return err;
 	}
-	/* fails harmlessly once the id is bound, as SO_REUSEADDR then must */
+	/* fail harmlessly once the id is bound, as the options then must */
 	if (rs->sk.sk_reuse)
 		rdma_set_reuseaddr(rs->cm_id, 1);
+	if (rs->sk.sk_family == AF_INET6)
+		rdma_set_afonly(rs->cm_id, rs->sk.sk_ipv6only);
 	return 0;
+}
+
+/* listen() on an unbound AF_INET6 socket listens on [::], as TCP's */
+static int rs_autobind6(struct rs_sock *rs)
+{
+	struct sockaddr_in6 any = { .sin6_family = AF_INET6 };
+
+	if (rs->is_bound || rs->sk.sk_family != AF_INET6)
+		return 0;
+	return rdma_bind_addr(rs->cm_id, (struct sockaddr *)&any);
 }
 
 static bool rs_any_addr(const struct sockaddr *addr)
@@ -247,7 +317,7 @@ static int rs_bind(struct socket *sock, struct sockaddr *uaddr, int alen)
 	bool mapped;
 	int err;
 
-	err = rs_copy_addr(&ss, uaddr, alen, &mapped);
+	err = rs_copy_addr(sk, &ss, uaddr, alen, true, &mapped);
 	if (err)
 		return err;
 	lock_sock(sk);
@@ -302,6 +372,8 @@ static int rs_listen(struct socket *sock, int backlog)
 	/* tlock: device removal may take the id from us */
 	mutex_lock(&rs->tlock);
 	err = rs_get_id(rs);
+	if (!err)
+		err = rs_autobind6(rs);
 	if (!err)
 		err = rdma_listen(rs->cm_id, backlog);
 	if (!err) {
@@ -434,7 +506,7 @@ static int rs_connect(struct socket *sock, struct sockaddr *uaddr, int alen,
 	long timeo;
 	int err;
 
-	err = rs_copy_addr(&ss, uaddr, alen, &mapped);
+	err = rs_copy_addr(sk, &ss, uaddr, alen, false, &mapped);
 	if (err)
 		return err;
 	lock_sock(sk);
@@ -483,7 +555,7 @@ static int rs_getname(struct socket *sock, struct sockaddr *addr, int peer)
 {
 	struct sock *sk = sock->sk;
 	struct rs_sock *rs = rs_sk(sk);
-	struct sockaddr_storage ss = { .ss_family = AF_INET };
+	struct sockaddr_storage ss = { };
 
 	lock_sock(sk);
 	if (peer) {
@@ -501,10 +573,12 @@ static int rs_getname(struct socket *sock, struct sockaddr *addr, int peer)
 			memcpy(&ss, &rs->cm_id->route.addr.src_addr,
 			       sizeof(ss));
 		spin_unlock_bh(&rs->lock);
-		if (!ss.ss_family)
-			ss.ss_family = AF_INET;
 	}
-	if (rs->v4mapped && ss.ss_family == AF_INET)
+	if (!ss.ss_family)
+		ss.ss_family = sk->sk_family == AF_INET6 ? AF_INET6 : AF_INET;
+	/* an AF_INET6 socket names IPv4 endpoints v4-mapped, as TCP's */
+	if ((rs->v4mapped || sk->sk_family == AF_INET6) &&
+	    ss.ss_family == AF_INET)
 		rs_map_addr(&ss);
 	release_sock(sk);
 	if (ss.ss_family == AF_INET6) {
@@ -601,24 +675,32 @@ static int rs_ioctl(struct socket *sock, unsigned int cmd, unsigned long arg)
 	return put_user(answ, (int __user *)arg);
 }
 
-/* .family is informational: the family= parameter only changes the table */
-const struct proto_ops rs_proto_ops = {
-	.family		= AF_RDMASTREAM,
-	.owner		= THIS_MODULE,
-	.release	= rs_release,
-	.bind		= rs_bind,
-	.connect	= rs_connect,
-	.socketpair	= sock_no_socketpair,
-	.accept		= rs_accept,
-	.getname	= rs_getname,
-	.poll		= rs_poll,
-	.ioctl		= rs_ioctl,
-	.listen		= rs_listen,
-	.shutdown	= rs_shutdown,
-	.setsockopt	= rs_setsockopt,
-	.getsockopt	= rs_getsockopt,
-	.sendmsg	= rs_sendmsg,
-	.recvmsg	= rs_recvmsg,
-	.mmap		= sock_no_mmap,
-	.sendpage	= sock_no_sendpage,
-};
+/*
+ * One set of operations, three families: AF_RDMASTREAM (.family is
+ * informational there: the family= parameter only changes the table) and
+ * the IPPROTO route's AF_INET and AF_INET6 (rs_inet.c).
+ */
+#define RS_PROTO_OPS(fam) {			\
+	.family		= fam,			\
+	.owner		= THIS_MODULE,		\
+	.release	= rs_release,		\
+	.bind		= rs_bind,		\
+	.connect	= rs_connect,		\
+	.socketpair	= sock_no_socketpair,	\
+	.accept		= rs_accept,		\
+	.getname	= rs_getname,		\
+	.poll		= rs_poll,		\
+	.ioctl		= rs_ioctl,		\
+	.listen		= rs_listen,		\
+	.shutdown	= rs_shutdown,		\
+	.setsockopt	= rs_setsockopt,	\
+	.getsockopt	= rs_getsockopt,	\
+	.sendmsg	= rs_sendmsg,		\
+	.recvmsg	= rs_recvmsg,		\
+	.mmap		= sock_no_mmap,		\
+	.sendpage	= sock_no_sendpage,	\
+}
+
+const struct proto_ops rs_proto_ops = RS_PROTO_OPS(AF_RDMASTREAM);
+const struct proto_ops rs_inet_ops = RS_PROTO_OPS(PF_INET);
+const struct proto_ops rs_inet6_ops = RS_PROTO_OPS(PF_INET6);

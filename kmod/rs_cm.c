@@ -240,7 +240,7 @@ static struct rs_sock *rs_child_alloc(struct rs_sock *lrs,
 	struct rs_sock *rs;
 	struct sock *sk;
 
-	sk = rs_sock_alloc(sock_net(lsk), NULL, 0, GFP_KERNEL);
+	sk = rs_sock_alloc(sock_net(lsk), lsk, NULL, 0);
 	if (!sk)
 		return NULL;
 	rs = rs_sk(sk);

@@ -145,7 +145,7 @@ static int rs_create(struct net *net, struct socket *sock, int protocol,
 		return -EPROTONOSUPPORT;
 	sock->ops = &rs_proto_ops;
 	sock->state = SS_UNCONNECTED;
-	if (!rs_sock_alloc(net, sock, kern, GFP_KERNEL))
+	if (!rs_sock_alloc(net, NULL, sock, kern))
 		return -ENOBUFS;
 	return 0;
 }
@@ -186,8 +186,13 @@ static int __init rs_init(void)
 			       rs_family, NPROTO);
 		goto unreg_proto;
 	}
+	ret = rs_inet_register();
+	if (ret)
+		goto unreg_family;
 	pr_info("rdmastream: socket family %d registered\n", rs_family);
 	return 0;
+unreg_family:
+	sock_unregister(rs_family);
 unreg_proto:
 	proto_unregister(&rs_proto);
 free_wq:
@@ -197,6 +202,7 @@ free_wq:
 
 static void __exit rs_exit(void)
 {
+	rs_inet_unregister();
 	sock_unregister(rs_family);
 	proto_unregister(&rs_proto);
 	destroy_workqueue(rs_wq);

@@ -5,6 +5,7 @@
  * SOL_RDMASTREAM and the SOL_TCP options that programs written for TCP
  * set routinely.
  */
+#include <linux/in6.h>
 #include <linux/tcp.h>
 
 #include "rs.h"
@@ -31,12 +32,40 @@ static int rs_set_rdmastream(struct rs_sock *rs, int optname, int val)
 	}
 }
 
+/* IPV6_V6ONLY of an AF_INET6 socket: settable until it is bound. */
+static bool rs_v6only_opt(const struct sock *sk, int level, int optname)
+{
+	return level == SOL_IPV6 && optname == IPV6_V6ONLY &&
+	       sk->sk_family == AF_INET6;
+}
+
+static int rs_set_v6only(struct rs_sock *rs, int val)
+{
+	struct sock *sk = &rs->sk;
+	int err = 0;
+
+	lock_sock(sk);
+	if (rs->is_bound || sk->sk_state != TCP_CLOSE || rs->cm_id)
+		err = -EINVAL;
+	else
+		sk->sk_ipv6only = !!val;
+	release_sock(sk);
+	return err;
+}
+
 int rs_setsockopt(struct socket *sock, int level, int optname,
 		  sockptr_t optval, unsigned int optlen)
 {
 	struct rs_sock *rs = rs_sk(sock->sk);
 	int val;
 
+	if (rs_v6only_opt(sock->sk, level, optname)) {
+		if (optlen < sizeof(int))
+			return -EINVAL;
+		if (copy_from_sockptr(&val, optval, sizeof(val)))
+			return -EFAULT;
+		return rs_set_v6only(rs, val);
+	}
 	if (level == SOL_RDMASTREAM && optname == RDMASTREAM_INFO)
 		return -EOPNOTSUPP;
 	if (level == SOL_RDMASTREAM && optname != RDMASTREAM_POLICY &&
@@ -145,6 +174,8 @@ int rs_getsockopt(struct socket *sock, int level, int optname,
 		val = rs_threshold(rs);
 	else if (level == SOL_TCP && optname == TCP_NODELAY)
 		val = READ_ONCE(rs->nodelay);
+	else if (rs_v6only_opt(sock->sk, level, optname))
+		val = sock->sk->sk_ipv6only;
 	else
 		return -ENOPROTOOPT;
 	len = min_t(int, len, sizeof(val));

@@ -583,7 +583,7 @@ TEST_F(data, sockopts)
 		EXPECT_EQ(0, rs_sock_error(fds[i]));
 		EXPECT_EQ(SOCK_STREAM, rs_getint(fds[i], SOL_SOCKET, SO_TYPE));
 		EXPECT_EQ(rs.family, rs_getint(fds[i], SOL_SOCKET, SO_DOMAIN));
-		EXPECT_EQ(rs.tcp ? rs.protocol : 0,
+		EXPECT_EQ(rs.ip ? rs.protocol : 0,
 			  rs_getint(fds[i], SOL_SOCKET, SO_PROTOCOL));
 		EXPECT_EQ(0, rs_getint(fds[i], SOL_SOCKET, SO_ACCEPTCONN));
 		EXPECT_EQ(0, rs_getint(fds[i], SOL_SOCKET, SO_KEEPALIVE));

@@ -944,9 +944,9 @@ static void fz_pair(struct fz_thread *t, int fd)
 	(void)fd;	/* the call picks its own descriptors */
 
 	fz_begin(t, OP_PAIR, 3000);
-	l = socket(rs.tcp && v6 ? AF_INET6 : rs.family,
+	l = socket(rs.ip && v6 ? AF_INET6 : rs.family,
 		   SOCK_STREAM | SOCK_CLOEXEC, rs.protocol);
-	c = socket(rs.tcp && v6 ? AF_INET6 : rs.family,
+	c = socket(rs.ip && v6 ? AF_INET6 : rs.family,
 		   SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, rs.protocol);
 	len = rs_sin((struct sockaddr_in *)&ss, fz.addr, 0);
 	if (v6) {

@@ -9,7 +9,12 @@
  *
  * Environment:
  *   RS_FAMILY   "tcp" to validate against TCP ("mptcp": against MPTCP),
- *               anything else: rdmastream
+ *               "inet": rdmastream through the IPPROTO route
+ *               (socket(AF_INET or AF_INET6, SOCK_STREAM,
+ *               IPPROTO_RDMASTREAM)), anything else: rdmastream through
+ *               AF_RDMASTREAM
+ *   RS_IPPROTO  protocol number of the IPPROTO route (default: the
+ *               module's ipproto parameter, else IPPROTO_RDMASTREAM)
  *   RS_AF       family number of rdmastream.ko if it was loaded with
  *               family=N (default AF_RDMASTREAM)
  *   RS_ADDR     local IPv4 address of the RDMA netdev
@@ -73,6 +78,7 @@
 
 struct rs_config {
 	bool tcp;		/* RS_FAMILY=tcp */
+	bool ip;		/* sockets of AF_INET/AF_INET6: tcp or inet */
 	int family;		/* domain for socket() */
 	int protocol;		/* protocol for socket() */
 	struct in_addr addr;	/* RS_ADDR */
@@ -117,6 +123,21 @@ static inline void rs_parse_addr(const char *name, const char *s,
 		ksft_exit_fail_msg("%s=%s is not an IPv4 address\n", name, s);
 }
 
+/* The IPPROTO route's number: RS_IPPROTO, else the module's. */
+static inline int rs_ipproto(void)
+{
+	int proto = IPPROTO_RDMASTREAM;
+	FILE *f;
+
+	f = fopen("/sys/module/rdmastream/parameters/ipproto", "r");
+	if (f) {
+		if (fscanf(f, "%d", &proto) != 1)
+			proto = IPPROTO_RDMASTREAM;
+		fclose(f);
+	}
+	return rs_env_ulong("RS_IPPROTO", proto);
+}
+
 /*
  * Read the environment before the harness starts. When the family cannot
  * be used at all, the whole binary is reported as skipped.
@@ -129,11 +150,14 @@ static void __attribute__((constructor)) rs_config_init(void)
 
 	/* mptcp: a second TCP-compatible implementation to check against */
 	rs.tcp = !strcmp(fam, "tcp") || !strcmp(fam, "mptcp");
-	rs.family = rs.tcp ? AF_INET : (int)rs_env_ulong("RS_AF",
-							 AF_RDMASTREAM);
+	rs.ip = rs.tcp || !strcmp(fam, "inet");
+	rs.family = rs.ip ? AF_INET : (int)rs_env_ulong("RS_AF",
+							AF_RDMASTREAM);
 	rs.protocol = rs.tcp ? IPPROTO_TCP : 0;
 	if (!strcmp(fam, "mptcp"))
 		rs.protocol = 262;	/* IPPROTO_MPTCP */
+	if (rs.ip && !rs.tcp)
+		rs.protocol = rs_ipproto();
 	rs.host = rs_env_ulong("RS_HOST", 1);
 	rs.netdev = rs_env_str("RS_NETDEV", NULL);
 	rs.rdmadev = rs_env_str("RS_RDMADEV", "rxe0");
@@ -303,7 +327,7 @@ static inline int rs_socket(int flags)
 /* A socket to be used with struct sockaddr_in6 addresses. */
 static inline int rs_socket6(int flags)
 {
-	return socket(rs.tcp ? AF_INET6 : rs.family, SOCK_STREAM | flags,
+	return socket(rs.ip ? AF_INET6 : rs.family, SOCK_STREAM | flags,
 		      rs.protocol);
 }
 

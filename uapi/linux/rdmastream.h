@@ -3,6 +3,8 @@
  * rdmastream: reliable byte streams over RDMA through the socket API.
  *
  *	fd = socket(AF_RDMASTREAM, SOCK_STREAM, 0);
+ * or, the same protocol for runtimes that know only AF_INET/AF_INET6:
+ *	fd = socket(AF_INET, SOCK_STREAM, IPPROTO_RDMASTREAM);
  *
  * Addresses are struct sockaddr_in / sockaddr_in6 of an IP address that
  * belongs to an RDMA-capable netdev (InfiniBand/IPoIB, RoCE or Soft-RoCE).
@@ -23,6 +25,18 @@
  */
 #define AF_RDMASTREAM		19
 #define PF_RDMASTREAM		AF_RDMASTREAM
+
+/*
+ * The IPPROTO route: a protocol number for AF_INET and AF_INET6 stream
+ * sockets, as IPPROTO_MPTCP (262) and IPPROTO_SMC (256) are. Addresses,
+ * getsockname() and SO_DOMAIN are then those of the IP family; options,
+ * counters and behaviour are AF_RDMASTREAM's. 260 is in Linux's private
+ * range above IPPROTO_RAW and below IPPROTO_MAX (263 since 5.6), and no
+ * kernel uses it (256 SMC, 257 SMBDIRECT, 261 QUIC and 262 MPTCP are
+ * taken or proposed). The module parameter "ipproto" overrides it (0:
+ * no IPPROTO route).
+ */
+#define IPPROTO_RDMASTREAM	260
 
 /* Level for setsockopt/getsockopt of the options below. */
 #define SOL_RDMASTREAM		298

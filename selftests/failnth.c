@@ -192,13 +192,7 @@ static void fn_counts_read(struct fn_counts *c)
 	memset(c, 0xff, sizeof(*c));
 	c->mem_used = rs_param_get("mem_used");
 	c->orphans = rs_param_get("orphans");
-	f = fopen("/proc/net/protocols", "r");
-	if (f) {
-		while (fgets(line, sizeof(line), f))
-			if (!strncmp(line, "RDMASTREAM ", 11))
-				sscanf(line + 11, "%*d %lld", &c->sockets);
-		fclose(f);
-	}
+	c->sockets = rs_proto_sockets();
 	snprintf(dev, sizeof(dev), " %s: ", rs.rdmadev);
 	f = popen("rdma res show 2>/dev/null", "r");
 	if (!f)

@@ -1452,8 +1452,6 @@ static int fz_queue_child(int lfd)
 	return c;
 }
 
-static long fz_socks(void);
-
 /*
  * shutdown(SHUT_RD) of a listener unlocks the socket while it drops its
  * cm id; a listen() from another thread got in there and listened again,
@@ -1467,7 +1465,7 @@ TEST(listen_vs_shutdown)
 	unsigned int secs = rs_env_ulong("RS_FUZZ_RACE_SECS", 8), n = 0;
 	struct sockaddr_in sin;
 	struct fz_race r = { };
-	long socks0 = fz_socks(), socks = -1;
+	long socks0 = rs_proto_sockets(), socks = -1;
 	long long mem0 = rs_param_get("mem_used"), mem = -1;
 	pthread_t thr;
 	double end;
@@ -1498,7 +1496,7 @@ TEST(listen_vs_shutdown)
 		return;
 	end = rs_now() + 30;
 	do {
-		socks = fz_socks();
+		socks = rs_proto_sockets();
 		mem = rs_param_get("mem_used");
 		if (socks <= socks0 && mem <= mem0)
 			break;
@@ -1511,22 +1509,6 @@ TEST(listen_vs_shutdown)
 }
 
 /* ---- afterwards: the counts return, the module unloads ---- */
-
-static long fz_socks(void)
-{
-	char line[512], name[64];
-	long active = -1, size, n;
-	FILE *f = fopen("/proc/net/protocols", "r");
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "%63s %ld %ld", name, &size, &n) == 3 &&
-		    !strcmp(name, "RDMASTREAM"))
-			active = n;
-	fclose(f);
-	return active;
-}
 
 static void fz_res(long res[5], bool *ok)
 {
@@ -1563,7 +1545,7 @@ static void fz_counts(struct fz_counts *c)
 {
 	c->mem_used = rs_param_get("mem_used");
 	c->orphans = rs_param_get("orphans");
-	c->socks = fz_socks();
+	c->socks = rs_proto_sockets();
 	fz_res(c->res, &c->res_ok);
 }
 

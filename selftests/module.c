@@ -2,7 +2,7 @@
 /*
  * Destructive tests of rdmastream, run last: RDMA resource accounting,
  * removal of the RDMA device under live connections, and unloading the
- * module while it is in use. They need root, the "rdma" tool, RS_RDMADEV,
+ * module while it is in use, and the ipproto parameter. They need root, the "rdma" tool, RS_RDMADEV,
  * RS_NETDEV and RS_MODULE, and are skipped under RS_FAMILY=tcp.
  *
  * Knobs: RS_LEAK_CONNS (100), RS_LEAK_SETTLE (30 s), RS_FAULT_SEC (10),
@@ -108,29 +108,6 @@ static int res_stable(long cnt[RES_N], unsigned int secs)
 	return 1;
 }
 
-/*
- * Live sockets of the module, orphans included: the "sockets" column of
- * the RDMASTREAM line in /proc/net/protocols, or -1. A socket holds its
- * connection's rings until it is freed, so a leaked socket or ring shows
- * up here.
- */
-static long sock_objs(void)
-{
-	char line[512], name[64];
-	long active = -1, size, n;
-	FILE *f;
-
-	f = fopen("/proc/net/protocols", "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "%63s %ld %ld", name, &size, &n) == 3 &&
-		    !strcmp(name, "RDMASTREAM"))
-			active = n;
-	fclose(f);
-	return active;
-}
-
 static const char *need_rdma(void)
 {
 	long cnt[RES_N];
@@ -227,7 +204,7 @@ TEST_F_TIMEOUT(res, leak, 600)
 	ASSERT_EQ(0, res_stable(base, 10))
 		TH_LOG("resource counts do not settle");
 	res_str(base, a, sizeof(a));
-	socks0 = sock_objs();
+	socks0 = rs_proto_sockets();
 	rs_info("res_leak: baseline %s, sockets %ld", a, socks0);
 
 	lfd = rs_listener_opts(_metadata, &sin, 16, 0);
@@ -245,7 +222,7 @@ TEST_F_TIMEOUT(res, leak, 600)
 			/* ...must show up, or we count the wrong thing. */
 			ASSERT_GE(busy[RES_QP], base[RES_QP] + 10)
 				TH_LOG("QPs of the connections not seen");
-			ASSERT_GE(sock_objs(), socks0 + 20)
+			ASSERT_GE(rs_proto_sockets(), socks0 + 20)
 				TH_LOG("sockets of the connections not seen");
 		}
 		for (i = 0; i < 10; i++)
@@ -266,7 +243,7 @@ TEST_F_TIMEOUT(res, leak, 600)
 	do {
 		rs_msleep(500);
 		ASSERT_EQ(0, res_read(now));
-		socks = sock_objs();
+		socks = rs_proto_sockets();
 		/* fewer is fine: an earlier test's orphan may have ended */
 		if (res_eq(now, base) && socks <= socks0)
 			break;
@@ -720,6 +697,109 @@ TEST_F_TIMEOUT(module, unload_busy, 120)
 	ASSERT_EQ(2, rs_recv_all(s, &sin, 2, 0));
 	close(c);
 	close(s);
+}
+
+/* Unload, waiting out connections that still linger (EBUSY). */
+static int mod_unload_wait(double secs)
+{
+	double end = rs_now() + secs;
+	int ret;
+
+	while ((ret = mod_unload()) && rs_now() < end &&
+	       (errno == EBUSY || errno == EAGAIN))
+		rs_msleep(200);
+	return ret;
+}
+
+/* Load with the parameters now in force plus extra (later ones win). */
+static int mod_load_with(const char *params, const char *extra)
+{
+	char buf[1200];
+
+	snprintf(buf, sizeof(buf), "%s %s", params, extra);
+	return mod_load(buf);
+}
+
+/* socket(family, SOCK_STREAM, proto): 0 if it works, else errno. */
+static int try_socket(int family, int proto)
+{
+	int fd = socket(family, SOCK_STREAM, proto);
+
+	if (fd < 0)
+		return errno;
+	if (rs_getint(fd, SOL_SOCKET, SO_PROTOCOL) != proto) {
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+FIXTURE(ipproto)
+{
+	char params[1024];
+};
+
+FIXTURE_SETUP(ipproto)
+{
+	rs_watchdog(_metadata->timeout + 30);
+	mod_params(self->params, sizeof(self->params));
+}
+
+FIXTURE_TEARDOWN(ipproto)
+{
+	if (!mod_loaded() && mod_load(self->params))
+		TH_LOG("could not reload %s: %s", rs.module, strerror(errno));
+}
+
+/*
+ * The IPPROTO route's number is the ipproto parameter: 0 turns the route
+ * off (AF_RDMASTREAM stays), a number a kernel uses or may use is refused
+ * at load, another free one takes the route's place.
+ */
+TEST_F_TIMEOUT(ipproto, param, 120)
+{
+	static const char * const refused[] = {
+		"ipproto=256", "ipproto=257", "ipproto=261", "ipproto=262",
+		"ipproto=255", "ipproto=263", "ipproto=-1",
+	};
+	unsigned int i;
+
+	if (rs.tcp)
+		SKIP(return, "not applicable to TCP: module parameters");
+	ASSERT_EQ(0, geteuid()) TH_LOG("needs root");
+	ASSERT_TRUE(mod_loaded());
+	ASSERT_EQ(0, access(rs.module, R_OK)) TH_LOG("RS_MODULE not readable");
+	ASSERT_EQ(0, try_socket(AF_INET, IPPROTO_RDMASTREAM));
+	ASSERT_EQ(0, mod_unload_wait(15)) TH_LOG("unload: %s", strerror(errno));
+
+	/* off: the IP families do not know the number, AF_RDMASTREAM works */
+	ASSERT_EQ(0, mod_load_with(self->params, "ipproto=0"))
+		TH_LOG("ipproto=0: %s", strerror(errno));
+	EXPECT_EQ(EPROTONOSUPPORT, try_socket(AF_INET, IPPROTO_RDMASTREAM));
+	EXPECT_EQ(EPROTONOSUPPORT, try_socket(AF_INET6, IPPROTO_RDMASTREAM));
+	EXPECT_EQ(0, try_socket(rs_env_ulong("RS_AF", AF_RDMASTREAM), 0));
+	ASSERT_EQ(0, mod_unload_wait(15));
+
+	for (i = 0; i < ARRAY_SIZE(refused); i++) {
+		EXPECT_EQ(-1, mod_load_with(self->params, refused[i])) {
+			TH_LOG("%s was accepted", refused[i]);
+			ASSERT_EQ(0, mod_unload_wait(15));
+			continue;
+		}
+		EXPECT_EQ(EINVAL, errno) TH_LOG("%s: %s", refused[i],
+						strerror(errno));
+		EXPECT_FALSE(mod_loaded());
+	}
+
+	/* another free number */
+	ASSERT_EQ(0, mod_load_with(self->params, "ipproto=259"));
+	EXPECT_EQ(0, try_socket(AF_INET, 259));
+	EXPECT_EQ(0, try_socket(AF_INET6, 259));
+	EXPECT_EQ(EPROTONOSUPPORT, try_socket(AF_INET, IPPROTO_RDMASTREAM));
+	ASSERT_EQ(0, mod_unload_wait(15));
+	ASSERT_EQ(0, mod_load(self->params));
+	EXPECT_EQ(0, try_socket(AF_INET, IPPROTO_RDMASTREAM));
 }
 
 TEST_HARNESS_MAIN

@@ -261,6 +261,29 @@ static inline long long rs_meminfo(const char *field)
 	return v;
 }
 
+/*
+ * Live sockets of the module, orphans included, or -1: the "sockets"
+ * column of /proc/net/protocols, summed over its protos (RDMASTREAM for
+ * AF_RDMASTREAM, RDMASTREAM-IP and RDMASTREAM-IPv6 for the IPPROTO route).
+ */
+static inline long rs_proto_sockets(void)
+{
+	char line[512], name[64];
+	long active = -1, size, n;
+	FILE *f;
+
+	f = fopen("/proc/net/protocols", "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%63s %ld %ld", name, &size, &n) == 3 &&
+		    (!strcmp(name, "RDMASTREAM") ||
+		     !strncmp(name, "RDMASTREAM-", 11)))
+			active = (active < 0 ? 0 : active) + n;
+	fclose(f);
+	return active;
+}
+
 /* ---- addresses ---- */
 
 static inline socklen_t rs_sin(struct sockaddr_in *sin, struct in_addr a,

@@ -13,6 +13,8 @@
 #               rsockets, SMC-R and raw verbs in one VM and in two
 #               (bench/bench; results in bench/results/bench.*)
 # make bench-build  build only the benchmark program (build/bench/rsbench)
+# make man-check  render man/rdmastream.7 with every groff warning on; fails
+#               on any warning (scripts/check runs it as one case)
 #
 KVER	?= $(shell scripts/kver 2>/dev/null)
 KDIR	?= /usr/src/linux-headers-$(KVER)
@@ -22,7 +24,8 @@ KSRC	:= $(BUILD)/ksrc
 KSFT_DIR := $(KSRC)/tools/testing/selftests
 
 .PHONY: all module selftests bench bench-build unit deps ksrc check \
-	check-unit check-vm check-debug demo eval checkpatch clean
+	check-unit check-vm check-debug demo eval checkpatch clean \
+	man-check
 
 all: module selftests bench-build
 
@@ -78,6 +81,22 @@ checkpatch: ksrc
 	$(KSRC)/scripts/checkpatch.pl --no-tree --terse -f \
 		$(filter-out %.mod.c,$(wildcard kmod/*.c)) kmod/*.h \
 		uapi/linux/*.h selftests/unit/*.c selftests/unit/*.h
+
+# man prints groff's warnings (--warnings=w: all of them) on stderr and
+# still exits 0, so any output at all is the failure; lexgrog checks that
+# the NAME line is one whatis/apropos can index.
+MAN_PAGES := man/rdmastream.7
+
+man-check:
+	@for page in $(MAN_PAGES); do \
+		warn=$$(LC_ALL=C.UTF-8 MANROFFSEQ='' MANWIDTH=80 \
+			man --warnings=w -E UTF-8 -l $$page 2>&1 >/dev/null) && \
+		[ -z "$$warn" ] && lexgrog $$page >/dev/null || { \
+			echo "$$warn"; \
+			echo "man-check: $$page does not render cleanly" >&2; \
+			exit 1; }; \
+		echo "man-check: $$page renders without warnings"; \
+	done
 
 clean:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) clean || true

@@ -13,6 +13,8 @@
 #               rsockets, SMC-R and raw verbs in one VM and in two
 #               (bench/bench; results in bench/results/bench.*)
 # make bench-build  build only the benchmark program (build/bench/rsbench)
+# make preload  build rdmastream-run and its library (build/preload/;
+#               docs/preload.md)
 #
 KVER	?= $(shell scripts/kver 2>/dev/null)
 KDIR	?= /usr/src/linux-headers-$(KVER)
@@ -22,9 +24,9 @@ KSRC	:= $(BUILD)/ksrc
 KSFT_DIR := $(KSRC)/tools/testing/selftests
 
 .PHONY: all module selftests bench bench-build unit deps ksrc check \
-	check-unit check-vm check-debug demo eval checkpatch clean
+	check-unit check-vm check-debug demo eval checkpatch clean preload
 
-all: module selftests bench-build
+all: module selftests bench-build preload
 
 module:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
@@ -47,6 +49,9 @@ ksrc: $(KSRC)/.stamp
 
 selftests: ksrc
 	$(MAKE) -C selftests KSFT_DIR=$(KSFT_DIR) OUT=$(BUILD)/selftests
+
+preload:
+	$(MAKE) -C preload OUT=$(BUILD)/preload
 
 bench-build:
 	$(MAKE) -C bench OUT=$(BUILD)/bench

@@ -26,6 +26,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -216,6 +217,12 @@ static void rs_init(void)
 static void rs_ready(void)
 {
 	pthread_once(&rs.once, rs_init);
+}
+
+/* Are sockets chosen by RDMASTREAM_RUN_PORTS / _ADDRS? */
+static bool rs_selecting(void)
+{
+	return rs.ipproto > 0 && (rs.nnets || rs.nports);
 }
 
 /* ---- selection ---- */
@@ -456,6 +463,8 @@ int bind(int fd, const struct sockaddr *sa, socklen_t len)
 	bool match;
 
 	rs_ready();
+	if (!rs_selecting())
+		return rs.bind(fd, sa, len);
 	pthread_mutex_lock(&rs.lock);
 	e = rs_fd_get(fd, false);
 	if (e && e->ours && e->pending && rs_ip_addr(sa, len)) {
@@ -481,6 +490,8 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len)
 	struct rs_fd *e;
 
 	rs_ready();
+	if (!rs_selecting())
+		return rs.connect(fd, sa, len);
 	pthread_mutex_lock(&rs.lock);
 	e = rs_fd_get(fd, false);
 	if (e && e->ours && e->pending && rs_ip_addr(sa, len)) {
@@ -506,6 +517,8 @@ int listen(int fd, int backlog)
 	struct rs_fd *e;
 
 	rs_ready();
+	if (!rs_selecting())
+		return rs.listen(fd, backlog);
 	pthread_mutex_lock(&rs.lock);
 	e = rs_fd_get(fd, false);
 	if (e && e->ours && e->pending) {
@@ -528,24 +541,25 @@ int listen(int fd, int backlog)
  */
 static const struct {
 	int level, name, def;
+	int min, max;		/* else EINVAL, as TCP (tcp(7), 6.1) */
 } rs_fakes[] = {
-	{ SOL_TCP, TCP_MAXSEG, 536 },	/* TCP_MSS_DEFAULT */
-	{ SOL_TCP, TCP_CORK, 0 },
-	{ SOL_TCP, TCP_KEEPIDLE, 7200 },
-	{ SOL_TCP, TCP_KEEPINTVL, 75 },
-	{ SOL_TCP, TCP_KEEPCNT, 9 },
-	{ SOL_TCP, TCP_SYNCNT, 6 },
-	{ SOL_TCP, TCP_LINGER2, 60 },
-	{ SOL_TCP, TCP_DEFER_ACCEPT, 0 },
-	{ SOL_TCP, TCP_WINDOW_CLAMP, 0 },
-	{ SOL_TCP, TCP_QUICKACK, 1 },
-	{ SOL_TCP, TCP_USER_TIMEOUT, 0 },
-	{ SOL_TCP, TCP_THIN_LINEAR_TIMEOUTS, 0 },
-	{ SOL_TCP, TCP_NOTSENT_LOWAT, 0 },
-	{ SOL_TCP, TCP_FASTOPEN, 0 },
-	{ SOL_TCP, TCP_FASTOPEN_CONNECT, 0 },
-	{ SOL_IP, IP_TOS, 0 },
-	{ SOL_IPV6, IPV6_TCLASS, 0 },
+	{ SOL_TCP, TCP_MAXSEG, 536, 0, 65535 },	/* TCP_MSS_DEFAULT */
+	{ SOL_TCP, TCP_CORK, 0, INT_MIN, INT_MAX },
+	{ SOL_TCP, TCP_KEEPIDLE, 7200, 1, 32767 },
+	{ SOL_TCP, TCP_KEEPINTVL, 75, 1, 32767 },
+	{ SOL_TCP, TCP_KEEPCNT, 9, 1, 127 },
+	{ SOL_TCP, TCP_SYNCNT, 6, 1, 127 },
+	{ SOL_TCP, TCP_LINGER2, 60, INT_MIN, INT_MAX },
+	{ SOL_TCP, TCP_DEFER_ACCEPT, 0, INT_MIN, INT_MAX },
+	{ SOL_TCP, TCP_WINDOW_CLAMP, 0, INT_MIN, INT_MAX },
+	{ SOL_TCP, TCP_QUICKACK, 1, INT_MIN, INT_MAX },
+	{ SOL_TCP, TCP_USER_TIMEOUT, 0, 0, INT_MAX },
+	{ SOL_TCP, TCP_THIN_LINEAR_TIMEOUTS, 0, 0, 1 },
+	{ SOL_TCP, TCP_NOTSENT_LOWAT, 0, INT_MIN, INT_MAX },
+	{ SOL_TCP, TCP_FASTOPEN, 0, 0, INT_MAX },
+	{ SOL_TCP, TCP_FASTOPEN_CONNECT, 0, 0, 1 },
+	{ SOL_IP, IP_TOS, 0, INT_MIN, INT_MAX },
+	{ SOL_IPV6, IPV6_TCLASS, 0, -1, 255 },
 };
 
 static int rs_fake_index(int level, int name)
@@ -598,9 +612,18 @@ static int rs_fake_set(int fd, int level, int name, const void *val,
 		memcpy(cc, val, len);
 		val = cc;
 		len = RS_CA_NAME_MAX;
-	} else if (len < sizeof(int)) {
-		errno = EINVAL;
-		return -1;
+	} else {
+		int i = rs_fake_index(level, name), v;
+
+		if (len < sizeof(int)) {
+			errno = EINVAL;
+			return -1;
+		}
+		memcpy(&v, val, sizeof(v));
+		if (v < rs_fakes[i].min || v > rs_fakes[i].max) {
+			errno = EINVAL;
+			return -1;
+		}
 	}
 	pthread_mutex_lock(&rs.lock);
 	e = rs_fd_get(fd, true);
@@ -621,7 +644,7 @@ int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 	if (ret && err == ENOPROTOOPT && rs_is_fake(level, name) &&
 	    rs_is_ours(fd))
 		return rs_fake_set(fd, level, name, val, len);
-	if (!ret && rs.ipproto > 0) {
+	if (!ret && rs_selecting()) {
 		/* remember it for a swap back to TCP */
 		pthread_mutex_lock(&rs.lock);
 		e = rs_fd_get(fd, false);
@@ -701,10 +724,6 @@ static int rs_fake_get(int fd, int level, int name, void *val,
 			rs_cc_default((char *)copy.val, RS_CA_NAME_MAX);
 		rs_put(val, len, copy.val, RS_CA_NAME_MAX);
 		return 0;
-	}
-	if (*len < sizeof(int)) {
-		errno = EINVAL;
-		return -1;
 	}
 	def = rs_fakes[rs_fake_index(level, name)].def;
 	if (copy.len)

@@ -190,6 +190,17 @@ static void rs_parse_addrs(const char *s)
 	free(copy);
 }
 
+/* fork() while another thread holds the lock: the child gets it free */
+static void rs_atfork_lock(void)
+{
+	pthread_mutex_lock(&rs.lock);
+}
+
+static void rs_atfork_unlock(void)
+{
+	pthread_mutex_unlock(&rs.lock);
+}
+
 static void rs_init(void)
 {
 	const char *v;
@@ -212,6 +223,7 @@ static void rs_init(void)
 		rs_parse_addrs(v);
 	if (rs.ipproto <= 0)
 		rs_log("rdmastream module not loaded: sockets stay TCP");
+	pthread_atfork(rs_atfork_lock, rs_atfork_unlock, rs_atfork_unlock);
 }
 
 static void rs_ready(void)
@@ -435,6 +447,10 @@ int socket(int domain, int type, int protocol)
 		       rs.ipproto, strerror(errno));
 		return rs.socket(domain, type, protocol);
 	}
+	rs_log("fd %d: %s stream socket over rdmastream (protocol %d)", fd,
+	       domain == AF_INET ? "AF_INET" : "AF_INET6", rs.ipproto);
+	if (!rs_selecting())
+		return fd;
 	pthread_mutex_lock(&rs.lock);
 	e = rs_fd_get(fd, true);
 	if (e) {
@@ -442,13 +458,11 @@ int socket(int domain, int type, int protocol)
 		memset(e, 0, sizeof(*e));
 		e->ino = rs_ino(fd);
 		e->ours = true;
-		e->pending = rs.nnets || rs.nports;
+		e->pending = true;
 		e->domain = domain;
 		e->type = type;
 	}
 	pthread_mutex_unlock(&rs.lock);
-	rs_log("fd %d: %s stream socket over rdmastream (protocol %d)", fd,
-	       domain == AF_INET ? "AF_INET" : "AF_INET6", rs.ipproto);
 	return fd;
 }
 

@@ -15,6 +15,8 @@
 # make bench-build  build only the benchmark program (build/bench/rsbench)
 # make man-check  render man/rdmastream.7 with every groff warning on; fails
 #               on any warning (scripts/check runs it as one case)
+# make preload  build rdmastream-run and its library (build/preload/;
+#               docs/preload.md)
 #
 KVER	?= $(shell scripts/kver 2>/dev/null)
 KDIR	?= /usr/src/linux-headers-$(KVER)
@@ -25,9 +27,9 @@ KSFT_DIR := $(KSRC)/tools/testing/selftests
 
 .PHONY: all module selftests bench bench-build unit deps ksrc check \
 	check-unit check-vm check-debug demo eval checkpatch clean \
-	man-check
+	man-check preload
 
-all: module selftests bench-build
+all: module selftests bench-build preload
 
 module:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
@@ -50,6 +52,9 @@ ksrc: $(KSRC)/.stamp
 
 selftests: ksrc
 	$(MAKE) -C selftests KSFT_DIR=$(KSFT_DIR) OUT=$(BUILD)/selftests
+
+preload:
+	$(MAKE) -C preload OUT=$(BUILD)/preload
 
 bench-build:
 	$(MAKE) -C bench OUT=$(BUILD)/bench

@@ -1510,6 +1510,8 @@ static void *pausing_sender(void *arg)
 	struct rs_xfer *x = arg;
 	uint64_t total = x->total, st = x->seed ^ 0x9a05e;
 	bool shut_wr = x->shut_wr;
+	/* pauses long enough for an ADVERT's trip, which slow kernels stretch */
+	unsigned long scale = rs_env_ulong("RS_TIMEOUT_SCALE", 1);
 	uint64_t burst;
 
 	x->shut_wr = false;
@@ -1518,7 +1520,7 @@ static void *pausing_sender(void *arg)
 		x->total = total - x->done < burst ? total : x->done + burst;
 		x->seed = rs_rand(&st);
 		rs_sender(x);
-		rs_msleep(1 + rs_rand(&st) % 3);
+		rs_msleep((1 + rs_rand(&st) % 3) * (scale ? scale : 1));
 	}
 	x->total = total;
 	if (!x->err && shut_wr && shutdown(x->fd, SHUT_WR))

@@ -435,8 +435,11 @@ void rs_conn_reset(struct rs_sock *rs);
 void rs_wake(struct sock *sk, __poll_t mask);
 
 /* rs_inet.c */
+int rs_inet_check(void);
 int rs_inet_register(void);
 void rs_inet_unregister(void);
+void rs_inet_sock_init(struct sock *sk);
+void rs_inet_destruct(struct sock *sk);
 
 /* rs_cm.c */
 int rs_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev);

@@ -40,6 +40,7 @@ static void rs_destruct(struct sock *sk)
 	struct rs_sock *rs = rs_sk(sk);
 
 	WARN_ON_ONCE(rs->transport);
+	rs_inet_destruct(sk);
 	rs_transport_free_rings(rs);
 	rs_orphan_done(rs);
 	mem_cgroup_put(rs->memcg);
@@ -69,6 +70,7 @@ void rs_sock_setup(struct sock *sk, struct socket *sock)
 {
 	struct rs_sock *rs = rs_sk(sk);
 
+	rs_inet_sock_init(sk);
 	sk->sk_destruct = rs_destruct;
 	/* live sockets, orphans included: the "sockets" of /proc/net/protocols */
 	sock_prot_inuse_add(sock_net(sk), sk->sk_prot, 1);
@@ -252,9 +254,18 @@ static int rs_get_id(struct rs_sock *rs)
 	/* fail harmlessly once the id is bound, as the options then must */
 	if (rs->sk.sk_reuse)
 		rdma_set_reuseaddr(rs->cm_id, 1);
-	if (rs->sk.sk_family == AF_INET6)
-		rdma_set_afonly(rs->cm_id, rs->sk.sk_ipv6only);
 	return 0;
+}
+
+/*
+ * IPV6_V6ONLY of an AF_INET6 socket, for an IPv6 address only: an IPv4
+ * one (unmapped from ::ffff:a.b.c.d) keeps rdma_cm's default for IPv4.
+ * Before the bind; fails harmlessly after it.
+ */
+static void rs_set_afonly(struct rs_sock *rs, const struct sockaddr *addr)
+{
+	if (rs->sk.sk_family == AF_INET6 && addr->sa_family == AF_INET6)
+		rdma_set_afonly(rs->cm_id, rs->sk.sk_ipv6only);
 }
 
 /* listen() on an unbound AF_INET6 socket listens on [::], as TCP's */
@@ -264,6 +275,7 @@ static int rs_autobind6(struct rs_sock *rs)
 
 	if (rs->is_bound || rs->sk.sk_family != AF_INET6)
 		return 0;
+	rs_set_afonly(rs, (struct sockaddr *)&any);
 	return rdma_bind_addr(rs->cm_id, (struct sockaddr *)&any);
 }
 
@@ -327,8 +339,10 @@ static int rs_bind(struct socket *sock, struct sockaddr *uaddr, int alen)
 		goto out;
 	mutex_lock(&rs->tlock);
 	err = rs_get_id(rs);
-	if (!err)
+	if (!err) {
+		rs_set_afonly(rs, addr);
 		err = rdma_bind_addr(rs->cm_id, addr);
+	}
 	mutex_unlock(&rs->tlock);
 	if (!err) {
 		rs->is_bound = true;

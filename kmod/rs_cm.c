@@ -22,6 +22,7 @@
  * rdma_cm destroys the id itself).
  */
 #include <linux/memcontrol.h>
+#include <linux/security.h>
 #include <rdma/ib_cm.h>
 
 #include "rs.h"
@@ -243,6 +244,8 @@ static struct rs_sock *rs_child_alloc(struct rs_sock *lrs,
 	sk = rs_sock_alloc(sock_net(lsk), lsk, NULL, 0);
 	if (!sk)
 		return NULL;
+	/* the listener's LSM label, as sk_clone_lock() gives TCP's */
+	security_sk_clone(lsk, sk);
 	rs = rs_sk(sk);
 	rs->rcvbuf_ring = lrs->rcvbuf_ring;
 	rs->v4mapped = lrs->v4mapped;
@@ -257,6 +260,7 @@ static struct rs_sock *rs_child_alloc(struct rs_sock *lrs,
 	if (sock_flag(lsk, SOCK_LINGER))
 		sock_set_flag(sk, SOCK_LINGER);
 	rs->nodelay = lrs->nodelay;
+	sk->sk_ipv6only = lsk->sk_ipv6only;
 	rs->policy = READ_ONCE(lrs->policy);
 	rs->dthresh = READ_ONCE(lrs->dthresh);
 	if (sock_flag(lsk, SOCK_KEEPOPEN))

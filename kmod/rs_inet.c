@@ -15,6 +15,8 @@
  */
 #include <linux/module.h>
 #include <net/protocol.h>
+#include <net/ipv6.h>
+#include <net/dst.h>
 
 #include "rs.h"
 #include "../uapi/linux/rdmastream.h"
@@ -23,6 +25,47 @@ int rs_ipproto = IPPROTO_RDMASTREAM;
 module_param_named(ipproto, rs_ipproto, int, 0444);
 MODULE_PARM_DESC(ipproto, "protocol number of the AF_INET/AF_INET6 route (default "
 		 __stringify(IPPROTO_RDMASTREAM) ", 256..262; 0: none)");
+
+/*
+ * sock_lock_init() gives every AF_INET (AF_INET6) socket TCP's lock
+ * class. Ours nest other locks than TCP's: under lock_sock() of a
+ * listener, rdma_listen() can create and lock a TCP socket (siw's
+ * listener), which lockdep would take for recursion. A class of our own
+ * per family, as sunrpc gives its sockets.
+ */
+static struct lock_class_key rs_inet_sk_key[2], rs_inet_slock_key[2];
+
+void rs_inet_sock_init(struct sock *sk)
+{
+	int i = sk->sk_family == AF_INET6;
+
+	if (sk->sk_family != AF_INET && sk->sk_family != AF_INET6)
+		return;
+	sock_lock_init_class_and_name(sk,
+				      i ? "slock-AF_INET6-RDMASTREAM" :
+					  "slock-AF_INET-RDMASTREAM",
+				      &rs_inet_slock_key[i],
+				      i ? "sk_lock-AF_INET6-RDMASTREAM" :
+					  "sk_lock-AF_INET-RDMASTREAM",
+				      &rs_inet_sk_key[i]);
+}
+
+/*
+ * What inet_sock_destruct() and inet6_sock_destruct(), which our
+ * destructor replaces, free of the inet part: IP options a LSM's netlabel
+ * may have set (CIPSO, CALIPSO), IPv6 tx options and a cached route.
+ */
+void rs_inet_destruct(struct sock *sk)
+{
+	if (sk->sk_family != AF_INET && sk->sk_family != AF_INET6)
+		return;
+#if IS_ENABLED(CONFIG_IPV6)
+	if (sk->sk_family == AF_INET6 && inet_sk(sk)->pinet6)
+		inet6_cleanup_sock(sk);
+#endif
+	kfree(rcu_dereference_protected(inet_sk(sk)->inet_opt, 1));
+	dst_release(rcu_dereference_protected(sk->sk_dst_cache, 1));
+}
 
 /* inet_create() calls this once sock_init_data() has run */
 static int rs_inet_init(struct sock *sk)
@@ -123,10 +166,9 @@ static bool rs_ipproto_taken(int proto)
 	return false;
 }
 
-int rs_inet_register(void)
+/* The ipproto parameter, checked before anything is registered. */
+int rs_inet_check(void)
 {
-	int err;
-
 	if (!rs_ipproto)
 		return 0;
 	if (rs_ipproto <= IPPROTO_RAW || rs_ipproto >= IPPROTO_MAX ||
@@ -135,6 +177,21 @@ int rs_inet_register(void)
 		       rs_ipproto, IPPROTO_RAW + 1, IPPROTO_MAX - 1);
 		return -EINVAL;
 	}
+	return 0;
+}
+
+/*
+ * After sock_register(), the last step of loading: with the number
+ * checked, neither protosw registration can fail (they refuse only a
+ * bad type or a permanent protocol's number), so no socket of the route
+ * can exist when loading fails.
+ */
+int rs_inet_register(void)
+{
+	int err;
+
+	if (!rs_ipproto)
+		return 0;
 	err = proto_register(&rs_inet_prot, 1);
 	if (err)
 		return err;

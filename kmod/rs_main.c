@@ -167,6 +167,9 @@ static int __init rs_init(void)
 		       rs_default_policy);
 		return -EINVAL;
 	}
+	ret = rs_inet_check();
+	if (ret)
+		return ret;
 	if (rs_family <= 0 || rs_family >= NPROTO) {
 		pr_err("rdmastream: family %d out of range 1..%d\n",
 		       rs_family, NPROTO - 1);

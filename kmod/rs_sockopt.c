@@ -45,7 +45,7 @@ static int rs_set_v6only(struct rs_sock *rs, int val)
 	int err = 0;
 
 	lock_sock(sk);
-	if (rs->is_bound || sk->sk_state != TCP_CLOSE || rs->cm_id)
+	if (rs->is_bound || sk->sk_state != TCP_CLOSE)
 		err = -EINVAL;
 	else
 		sk->sk_ipv6only = !!val;

@@ -179,12 +179,16 @@ static int __init rs_init(void)
 	ret = proto_register(&rs_proto, 1);
 	if (ret)
 		goto free_wq;
+	/* before any socket: the counters are per network namespace */
+	ret = rs_diag_register();
+	if (ret)
+		goto unreg_proto;
 	ret = sock_register(&rs_family_ops);
 	if (ret) {
 		if (ret == -EEXIST)
 			pr_err("rdmastream: socket family %d is already taken; load with family=<free number below %d>\n",
 			       rs_family, NPROTO);
-		goto unreg_proto;
+		goto unreg_diag;
 	}
 	ret = rs_inet_register();
 	if (ret)
@@ -193,6 +197,8 @@ static int __init rs_init(void)
 	return 0;
 unreg_family:
 	sock_unregister(rs_family);
+unreg_diag:
+	rs_diag_unregister();
 unreg_proto:
 	proto_unregister(&rs_proto);
 free_wq:
@@ -204,6 +210,7 @@ static void __exit rs_exit(void)
 {
 	rs_inet_unregister();
 	sock_unregister(rs_family);
+	rs_diag_unregister();
 	proto_unregister(&rs_proto);
 	destroy_workqueue(rs_wq);
 }

@@ -592,6 +592,8 @@ enum rs_bytes {
 void rs_stat_inc(const struct sock *sk, enum rs_ev ev);
 void rs_diag_link(struct rs_sock *rs);
 void rs_diag_unlink(struct rs_sock *rs);
+int rs_stat_register(void);
+void rs_stat_unregister(void);
 int rs_diag_register(void);
 void rs_diag_unregister(void);
 struct rdmastream_info;

@@ -352,24 +352,27 @@ static struct sock_diag_handler rs_diag_handler = {
 	.dump	= rs_diag_handler_dump,
 };
 
+/* The counters: before any socket exists, after the last is gone. */
+int rs_stat_register(void)
+{
+	return register_pernet_subsys(&rs_net_ops);
+}
+
+void rs_stat_unregister(void)
+{
+	unregister_pernet_subsys(&rs_net_ops);
+}
+
+/* Once the family is ours: the same number's handler slot is free then. */
 int rs_diag_register(void)
 {
-	int err;
-
-	err = register_pernet_subsys(&rs_net_ops);
-	if (err)
-		return err;
 	rs_diag_handler.family = rs_family;
-	err = sock_diag_register(&rs_diag_handler);
-	if (err)
-		unregister_pernet_subsys(&rs_net_ops);
-	return err;
+	return sock_diag_register(&rs_diag_handler);
 }
 
 void rs_diag_unregister(void)
 {
 	sock_diag_unregister(&rs_diag_handler);
-	unregister_pernet_subsys(&rs_net_ops);
 }
 
 /* a dump request for the family loads the module, as for AF_SMC */

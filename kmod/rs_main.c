@@ -180,7 +180,7 @@ static int __init rs_init(void)
 	if (ret)
 		goto free_wq;
 	/* before any socket: the counters are per network namespace */
-	ret = rs_diag_register();
+	ret = rs_stat_register();
 	if (ret)
 		goto unreg_proto;
 	ret = sock_register(&rs_family_ops);
@@ -188,17 +188,22 @@ static int __init rs_init(void)
 		if (ret == -EEXIST)
 			pr_err("rdmastream: socket family %d is already taken; load with family=<free number below %d>\n",
 			       rs_family, NPROTO);
-		goto unreg_diag;
+		goto unreg_stat;
 	}
-	ret = rs_inet_register();
+	ret = rs_diag_register();
 	if (ret)
 		goto unreg_family;
+	ret = rs_inet_register();
+	if (ret)
+		goto unreg_diag;
 	pr_info("rdmastream: socket family %d registered\n", rs_family);
 	return 0;
-unreg_family:
-	sock_unregister(rs_family);
 unreg_diag:
 	rs_diag_unregister();
+unreg_family:
+	sock_unregister(rs_family);
+unreg_stat:
+	rs_stat_unregister();
 unreg_proto:
 	proto_unregister(&rs_proto);
 free_wq:
@@ -209,8 +214,9 @@ free_wq:
 static void __exit rs_exit(void)
 {
 	rs_inet_unregister();
-	sock_unregister(rs_family);
 	rs_diag_unregister();
+	sock_unregister(rs_family);
+	rs_stat_unregister();
 	proto_unregister(&rs_proto);
 	destroy_workqueue(rs_wq);
 }

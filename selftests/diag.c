@@ -412,8 +412,8 @@ TEST_F(diag, rsstat_matches_info)
 	rsstat_lines("-aipn", ino_of(self->sfd), line, info, sizeof(line));
 	ASSERT_NE(0, line[0]) TH_LOG("%s lists no ino:%u", rsstat_path(),
 				     ino_of(self->sfd));
-	rs_info("%s", line);
-	rs_info("%s", info);
+	rs_info("%.*s", (int)strcspn(line, "\n"), line);
+	rs_info("%.*s", (int)strcspn(info, "\n"), info);
 	EXPECT_NE(NULL, strstr(line, " ESTAB "));
 	EXPECT_NE(NULL, strstr(line, " 2000 "));	/* Recv-Q */
 	len = sizeof(ss);

@@ -72,7 +72,7 @@ check: deps
 	scripts/check
 
 check-debug: deps
-	$(MAKE) selftests unit
+	$(MAKE) selftests unit tools
 	scripts/check-debug
 
 demo: deps

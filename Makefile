@@ -17,6 +17,8 @@
 #               on any warning (scripts/check runs it as one case)
 # make preload  build rdmastream-run and its library (build/preload/;
 #               docs/preload.md)
+# make tools    build rsstat, the socket lister and counters (build/tools/;
+#               docs/diag.md)
 #
 KVER	?= $(shell scripts/kver 2>/dev/null)
 KDIR	?= /usr/src/linux-headers-$(KVER)
@@ -27,9 +29,9 @@ KSFT_DIR := $(KSRC)/tools/testing/selftests
 
 .PHONY: all module selftests bench bench-build unit deps ksrc check \
 	check-unit check-vm check-debug demo eval checkpatch clean \
-	man-check preload
+	man-check preload tools
 
-all: module selftests bench-build preload
+all: module selftests bench-build preload tools
 
 module:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
@@ -56,6 +58,9 @@ selftests: ksrc
 preload:
 	$(MAKE) -C preload OUT=$(BUILD)/preload
 
+tools:
+	$(MAKE) -C tools OUT=$(BUILD)/tools
+
 bench-build:
 	$(MAKE) -C bench OUT=$(BUILD)/bench
 
@@ -67,7 +72,7 @@ check: deps
 	scripts/check
 
 check-debug: deps
-	$(MAKE) selftests unit
+	$(MAKE) selftests unit tools
 	scripts/check-debug
 
 demo: deps

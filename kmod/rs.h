@@ -316,6 +316,8 @@ struct rs_sock {
 	unsigned long mem;		/* ring bytes counted in rs_mem_used */
 	bool orphan;			/* counted in rs_orphans (under lock) */
 
+	struct list_head diag_node;	/* on the list sock_diag dumps */
+
 	struct timer_list probe_timer;	/* persist and keepalive probes */
 	struct work_struct teardown_work;
 	struct delayed_work orphan_work;
@@ -572,5 +574,33 @@ int rs_setsockopt(struct socket *sock, int level, int optname,
 		  sockptr_t optval, unsigned int optlen);
 int rs_getsockopt(struct socket *sock, int level, int optname,
 		  char __user *optval, int __user *optlen);
+
+/* rs_diag.c: module-wide counters (/proc/net/rdmastream_stat) */
+enum rs_ev {
+	RS_EV_ACTIVE_OPENS,	/* connect() started */
+	RS_EV_PASSIVE_OPENS,	/* connections queued for accept() */
+	RS_EV_ATTEMPT_FAILS,	/* connection setups that failed */
+	RS_EV_ABORTS,		/* established connections aborted */
+	RS_EV_MAX
+};
+
+enum rs_bytes {
+	RS_BYTES_DIRECT_OUT,
+	RS_BYTES_INDIRECT_OUT,
+	RS_BYTES_DIRECT_IN,
+	RS_BYTES_INDIRECT_IN,
+	RS_BYTES_MAX
+};
+
+void rs_stat_inc(const struct sock *sk, enum rs_ev ev);
+void rs_diag_link(struct rs_sock *rs);
+void rs_diag_unlink(struct rs_sock *rs);
+int rs_stat_register(void);
+void rs_stat_unregister(void);
+int rs_diag_register(void);
+void rs_diag_unregister(void);
+struct rdmastream_info;
+void rs_info_fill(struct rs_sock *rs, struct rdmastream_info *info);
+void rs_map_addr(struct sockaddr_storage *ss);
 
 #endif /* RS_H */

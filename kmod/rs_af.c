@@ -39,6 +39,7 @@ static void rs_destruct(struct sock *sk)
 {
 	struct rs_sock *rs = rs_sk(sk);
 
+	rs_diag_unlink(rs);
 	WARN_ON_ONCE(rs->transport);
 	rs_inet_destruct(sk);
 	rs_transport_free_rings(rs);
@@ -93,6 +94,7 @@ void rs_sock_setup(struct sock *sk, struct socket *sock)
 	INIT_WORK(&rs->teardown_work, rs_teardown_work);
 	timer_setup(&rs->probe_timer, rs_probe_timer, 0);
 	INIT_DELAYED_WORK(&rs->orphan_work, rs_orphan_work);
+	rs_diag_link(rs);
 }
 
 /*
@@ -199,7 +201,7 @@ static bool rs_unmap_addr(struct sockaddr_storage *ss)
 }
 
 /* What getname reports for an IPv4 name of a socket named in v4-mapped. */
-static void rs_map_addr(struct sockaddr_storage *ss)
+void rs_map_addr(struct sockaddr_storage *ss)
 {
 	struct sockaddr_in sin = *(struct sockaddr_in *)ss;
 	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
@@ -499,6 +501,8 @@ static int rs_connect_start(struct rs_sock *rs, struct sockaddr *addr)
 	sk->sk_err = 0;
 	rs_set_state(sk, TCP_SYN_SENT);
 	err = rdma_resolve_addr(rs->cm_id, NULL, addr, RS_RESOLVE_MS);
+	if (!err)
+		rs_stat_inc(sk, RS_EV_ACTIVE_OPENS);
 	if (err) {
 		rs_set_state(sk, TCP_CLOSE);
 		if (err == -ENODEV)

@@ -31,6 +31,8 @@ void rs_abort_locked(struct rs_sock *rs, int err)
 	if (rs->dead)
 		return;
 	trace_rdmastream_abort(sk, err, __builtin_return_address(0));
+	if (rs->established)
+		rs_stat_inc(sk, RS_EV_ABORTS);
 	WRITE_ONCE(sk->sk_err, err);
 	WRITE_ONCE(sk->sk_shutdown, SHUTDOWN_MASK);
 	rs_set_state(sk, TCP_CLOSE);

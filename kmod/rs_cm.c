@@ -126,6 +126,7 @@ void rs_conn_fail(struct rs_sock *rs, int err)
 {
 	struct sock *sk = &rs->sk;
 
+	rs_stat_inc(sk, RS_EV_ATTEMPT_FAILS);
 	spin_lock_bh(&rs->lock);
 	WRITE_ONCE(sk->sk_err, err);
 	rs_set_state(sk, TCP_CLOSE);
@@ -188,6 +189,7 @@ static void rs_child_established(struct rs_sock *rs)
 	spin_unlock_bh(&parent->lock);
 	rs->parent = NULL;
 	if (queued) {
+		rs_stat_inc(psk, RS_EV_PASSIVE_OPENS);
 		rs_wake(psk, EPOLLIN | EPOLLRDNORM);
 	} else {
 		spin_lock_bh(&rs->lock);

@@ -182,20 +182,31 @@ static int __init rs_init(void)
 	ret = proto_register(&rs_proto, 1);
 	if (ret)
 		goto free_wq;
+	/* before any socket: the counters are per network namespace */
+	ret = rs_stat_register();
+	if (ret)
+		goto unreg_proto;
 	ret = sock_register(&rs_family_ops);
 	if (ret) {
 		if (ret == -EEXIST)
 			pr_err("rdmastream: socket family %d is already taken; load with family=<free number below %d>\n",
 			       rs_family, NPROTO);
-		goto unreg_proto;
+		goto unreg_stat;
 	}
-	ret = rs_inet_register();
+	ret = rs_diag_register();
 	if (ret)
 		goto unreg_family;
+	ret = rs_inet_register();
+	if (ret)
+		goto unreg_diag;
 	pr_info("rdmastream: socket family %d registered\n", rs_family);
 	return 0;
+unreg_diag:
+	rs_diag_unregister();
 unreg_family:
 	sock_unregister(rs_family);
+unreg_stat:
+	rs_stat_unregister();
 unreg_proto:
 	proto_unregister(&rs_proto);
 free_wq:
@@ -206,7 +217,9 @@ free_wq:
 static void __exit rs_exit(void)
 {
 	rs_inet_unregister();
+	rs_diag_unregister();
 	sock_unregister(rs_family);
+	rs_stat_unregister();
 	proto_unregister(&rs_proto);
 	destroy_workqueue(rs_wq);
 }

@@ -114,7 +114,7 @@ static void rs_info_direct(struct rs_sock *rs, struct rdmastream_info *info)
 	info->rsi_direct_degrades = t->degrades;
 }
 
-static void rs_info_fill(struct rs_sock *rs, struct rdmastream_info *info)
+void rs_info_fill(struct rs_sock *rs, struct rdmastream_info *info)
 {
 	struct rs_flow *f = &rs->flow;
 

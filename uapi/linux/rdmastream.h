@@ -142,4 +142,54 @@ struct rdmastream_info {
 #define RDMASTREAM_INFO_F_FIN_RCVD	(1U << 2)
 #define RDMASTREAM_INFO_F_RESET		(1U << 3)
 
+/*
+ * Socket diagnostics (sock_diag, NETLINK_SOCK_DIAG), as ss(8) uses for
+ * TCP and unix sockets. A dump request is a SOCK_DIAG_BY_FAMILY message
+ * with NLM_F_DUMP (and NLM_F_REQUEST) whose payload is
+ * struct rdmastream_diag_req, sdiag_family set to AF_RDMASTREAM (or the
+ * module's family= number). It lists every socket of the module in the
+ * requester's network namespace: AF_RDMASTREAM sockets and the IPPROTO
+ * route's AF_INET/AF_INET6 ones alike; each reply says which family and
+ * protocol the socket really has. Requests without NLM_F_DUMP are refused
+ * with EOPNOTSUPP, malformed ones (short, non-zero protocol or padding,
+ * unknown rdiag_show bits) with EINVAL. Details: docs/diag.md.
+ */
+struct rdmastream_diag_req {
+	__u8	sdiag_family;		/* AF_RDMASTREAM */
+	__u8	sdiag_protocol;		/* 0 */
+	__u16	rdiag_pad;		/* 0 */
+	__u32	rdiag_states;		/* 1 << TCP state, for each wanted */
+	__u32	rdiag_ino;		/* 0, or only the socket of this inode */
+	__u32	rdiag_show;		/* RDMASTREAM_DIAG_SHOW_* */
+};
+
+#define RDMASTREAM_DIAG_SHOW_INFO	(1U << 0) /* RDMASTREAM_DIAG_INFO */
+
+/* One reply message per socket: this, then the attributes below. */
+struct rdmastream_diag_msg {
+	__u8	rdiag_family;		/* AF_RDMASTREAM, AF_INET or AF_INET6 */
+	__u8	rdiag_state;		/* TCP state numbering */
+	__u16	rdiag_protocol;		/* 0, or IPPROTO_RDMASTREAM */
+	__u8	rdiag_shutdown;		/* RCV_SHUTDOWN 1 | SEND_SHUTDOWN 2 */
+	__u8	rdiag_pad[3];
+	__u32	rdiag_inode;		/* 0 once closed (orphan) */
+	__u32	rdiag_uid;		/* in the requester's user namespace */
+	__u32	rdiag_rqueue;		/* unread bytes; listener: accept queue */
+	__u32	rdiag_wqueue;		/* unsent bytes (SIOCOUTQ); listener:
+					 * backlog
+					 */
+	__u32	rdiag_cookie[2];	/* SO_COOKIE */
+};
+
+/* Attributes of a reply (netlink attributes after the message). */
+enum {
+	RDMASTREAM_DIAG_UNSPEC,
+	RDMASTREAM_DIAG_LOCAL,	/* sockaddr_in/_in6, as getsockname() */
+	RDMASTREAM_DIAG_PEER,	/* as getpeername(); only when it succeeds */
+	RDMASTREAM_DIAG_INFO,	/* struct rdmastream_info (SHOW_INFO) */
+	__RDMASTREAM_DIAG_MAX,
+};
+
+#define RDMASTREAM_DIAG_MAX	(__RDMASTREAM_DIAG_MAX - 1)
+
 #endif /* _UAPI_LINUX_RDMASTREAM_H */

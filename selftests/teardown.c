@@ -390,7 +390,8 @@ TEST_F_TIMEOUT(conn, peer_closes_while_sending, 60)
 	/* The peer reads a little, then closes while data keeps coming. */
 	ASSERT_EQ(0, rs_xfer_start(&tx, rs_sender));
 	ASSERT_EQ(sizeof(buf), rs_recv_all(self->s, buf, sizeof(buf), 0));
-	rs_msleep(100);
+	/* unread data for certain, not after a guess of 100 ms (slow kernels) */
+	ASSERT_LT(0, rs_wait_inq(self->s, 1, 10000));
 	t0 = rs_now();
 	close(self->s);
 	self->s = -1;

@@ -65,6 +65,15 @@ static int tmp_file(struct __test_metadata *_metadata)
 	return fd;
 }
 
+/* RDMASTREAM_INFO of fd: 0, or -1 with errno. */
+static int get_info(int fd, struct rdmastream_info *i)
+{
+	socklen_t len = sizeof(*i);
+
+	memset(i, 0, sizeof(*i));
+	return getsockopt(fd, SOL_RDMASTREAM, RDMASTREAM_INFO, i, &len);
+}
+
 /* Receive exactly len bytes and check them against key at off. */
 static void recv_check(struct __test_metadata *_metadata, int fd, size_t len,
 		       uint64_t key, uint64_t off)
@@ -336,6 +345,7 @@ TEST_F_TIMEOUT(sp, sendfile_large, 180)
 		.expect_eof = true,
 	};
 	int f = pat_memfd(_metadata, len, key);
+	struct rdmastream_info i;
 	off_t off = 0;
 	double t0;
 	ssize_t n;
@@ -347,6 +357,10 @@ TEST_F_TIMEOUT(sp, sendfile_large, 180)
 	shutdown(self->c, SHUT_WR);
 	rs_xfer_join_watch(&rx, 1, 30);
 	rs_info("%zu MiB by sendfile in %.2f s", len / RS_MIB, rs_now() - t0);
+	if (!rs.tcp && !get_info(self->c, &i) && i.rsi_writes)
+		rs_info("%llu RDMA WRITEs, %llu bytes each on average",
+			(unsigned long long)i.rsi_writes,
+			(unsigned long long)(i.rsi_bytes_sent / i.rsi_writes));
 	EXPECT_EQ(0, rx.err) TH_LOG("recv: %s", strerror(rx.err));
 	EXPECT_FALSE(rx.mismatch) TH_LOG("byte %llu differs",
 					 (unsigned long long)rx.bad_off);
@@ -527,7 +541,9 @@ TEST_F(sp, splice_empty)
 	ASSERT_EQ(-1, splice(self->s, NULL, self->p[1], NULL, 4096,
 			     SPLICE_F_NONBLOCK));
 	ASSERT_EQ(EAGAIN, errno) TH_LOG("splice: %s", strerror(errno));
-	ASSERT_LE(0.25, rs_now() - t0);
+	t0 = rs_now() - t0;
+	/* it waited (jiffies and the VM's clock may disagree a little) */
+	ASSERT_LE(150, (int)(t0 * 1000)) TH_LOG("returned after %.3f s", t0);
 
 	/* data makes it readable; the pipe holds what was spliced */
 	ASSERT_EQ(5, send(self->c, "hello", 5, 0));
@@ -602,14 +618,6 @@ static void *sf_run(void *arg)
 	j->err = j->ret < 0 ? errno : 0;
 	shutdown(j->out, SHUT_WR);
 	return NULL;
-}
-
-static int get_info(int fd, struct rdmastream_info *i)
-{
-	socklen_t len = sizeof(*i);
-
-	memset(i, 0, sizeof(*i));
-	return getsockopt(fd, SOL_RDMASTREAM, RDMASTREAM_INFO, i, &len);
 }
 
 /*

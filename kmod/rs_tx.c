@@ -587,9 +587,10 @@ static int rs_direct_only_wait(struct rs_sock *rs, long *timeo)
  * pushed? Only when that call is sure to come (a sendpage() with more
  * pages behind it in the same splice: MSG_SENDPAGE_NOTLAST), a little is
  * queued, and earlier bytes are still in flight: their send completion
- * pushes whatever is queued (rs_send_done), so a splice cut short (a
- * signal, a page that fails to read) cannot leave bytes behind. This is
- * TCP's corking of such a splice, without the 4 KiB writes it saves.
+ * pushes whatever is queued (rs_send_done), so a splice cut short (the
+ * next page failed to read, or was truncated away) cannot leave bytes
+ * behind. TCP corks such a splice too; here it saves an RDMA WRITE (and
+ * a receive credit) per page.
  */
 static bool rs_push_deferred_locked(const struct rs_sock *rs, bool more)
 {

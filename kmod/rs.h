@@ -498,6 +498,8 @@ bool rs_tx_poll_writeable(struct rs_sock *rs);
 void rs_writers_snap_locked(struct rs_sock *rs, struct rs_writers *w);
 bool rs_writers_wake_locked(struct rs_sock *rs, const struct rs_writers *w);
 int rs_sendmsg(struct socket *sock, struct msghdr *msg, size_t len);
+ssize_t rs_sendpage(struct socket *sock, struct page *page, int offset,
+		    size_t size, int flags);
 void rs_push_locked(struct rs_sock *rs);
 void rs_send_done(struct ib_cq *cq, struct ib_wc *wc);
 u32 rs_tx_space(struct rs_sock *rs);

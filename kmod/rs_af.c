@@ -716,7 +716,7 @@ static int rs_ioctl(struct socket *sock, unsigned int cmd, unsigned long arg)
 	.sendmsg	= rs_sendmsg,		\
 	.recvmsg	= rs_recvmsg,		\
 	.mmap		= sock_no_mmap,		\
-	.sendpage	= sock_no_sendpage,	\
+	.sendpage	= rs_sendpage,		\
 }
 
 const struct proto_ops rs_proto_ops = RS_PROTO_OPS(AF_RDMASTREAM);

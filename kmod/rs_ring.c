@@ -225,18 +225,27 @@ int rs_ring_copy_in(struct rs_ring *r, u32 off, struct iov_iter *from,
 	return 0;
 }
 
+/*
+ * Copy len bytes at off out to the caller, wrapping at the end: all or
+ * nothing. A short copy leaves the bytes in the ring, so it takes back
+ * what reached the destination: a splice() pipe (6.1's generic read path,
+ * ITER_PIPE, short when a pipe page cannot be had) would otherwise keep
+ * them beside the bytes the recvmsg() returned, and see them again.
+ */
 int rs_ring_copy_out(struct rs_ring *r, u32 off, struct iov_iter *to,
 		     u32 len)
 {
 	u32 first = min(len, r->size - off);
+	size_t n;
 
 	if (WARN_ON_ONCE(len > r->size))
 		return -EFAULT;
 
-	if (copy_to_iter(r->vaddr + off, first, to) != first)
-		return -EFAULT;
-	if (len > first &&
-	    copy_to_iter(r->vaddr, len - first, to) != len - first)
-		return -EFAULT;
-	return 0;
+	n = copy_to_iter(r->vaddr + off, first, to);
+	if (n == first && len > first)
+		n += copy_to_iter(r->vaddr, len - first, to);
+	if (n == len)
+		return 0;
+	iov_iter_revert(to, n);
+	return -EFAULT;
 }

@@ -582,9 +582,27 @@ static int rs_direct_only_wait(struct rs_sock *rs, long *timeo)
 	return ret;
 }
 
+/*
+ * May the bytes just queued wait for the next call instead of being
+ * pushed? Only when that call is sure to come (a sendpage() with more
+ * pages behind it in the same splice: MSG_SENDPAGE_NOTLAST), a little is
+ * queued, and earlier bytes are still in flight: their send completion
+ * pushes whatever is queued (rs_send_done), so a splice cut short (the
+ * next page failed to read, or was truncated away) cannot leave bytes
+ * behind. TCP corks such a splice too; here it saves an RDMA WRITE (and
+ * a receive credit) per page.
+ */
+static bool rs_push_deferred_locked(const struct rs_sock *rs, bool more)
+{
+	const struct rs_flow *f = &rs->flow;
+
+	return more && f->tx_sent != f->tx_done &&
+	       rs_flow_tx_unsent(f) < min_t(u32, RS_COPY_CHUNK, f->tx_size / 4);
+}
+
 /* Copy up to space bytes into the send ring and commit them indirect. */
 static int rs_send_indirect(struct rs_sock *rs, struct msghdr *msg,
-			    u32 space, size_t left, size_t *copied)
+			    u32 space, size_t left, size_t *copied, bool more)
 {
 	u32 n = min_t(size_t, min_t(u32, space, RS_COPY_CHUNK), left);
 	u32 off = (u32)rs->flow.tx_head & (rs->tx.size - 1);
@@ -597,12 +615,15 @@ static int rs_send_indirect(struct rs_sock *rs, struct msghdr *msg,
 	spin_lock_bh(&rs->lock);
 	WRITE_ONCE(rs->flow.tx_head, rs->flow.tx_head + n);
 	rs_dtx_indirect_sent(&rs->dtx, n);
-	rs_push_locked(rs);
+	if (!rs_push_deferred_locked(rs, more && n == left))
+		rs_push_locked(rs);
 	spin_unlock_bh(&rs->lock);
 	return 0;
 }
 
-int rs_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
+/* more: the caller's next call follows at once (rs_push_deferred_locked) */
+static int rs_send(struct socket *sock, struct msghdr *msg, size_t len,
+		   bool more)
 {
 	struct sock *sk = sock->sk;
 	struct rs_sock *rs = rs_sk(sk);
@@ -650,10 +671,37 @@ int rs_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
 			err = ret;
 		else if (ret > 0)
 			err = rs_send_indirect(rs, msg, ret, len - copied,
-					       &copied);
+					       &copied, more);
 	}
 	release_sock(sk);
 	if (copied)
 		return copied;
 	return sk_stream_error(sk, flags, err);
+}
+
+int rs_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
+{
+	return rs_send(sock, msg, len, false);
+}
+
+/*
+ * sendfile() and splice() into the socket (6.1's ->sendpage): the page's
+ * bytes are copied straight into the send ring. A bio_vec is not user
+ * memory, so they always go indirect, whatever the policy, and the page
+ * is never pinned or registered. Flags are sendmsg()'s: MSG_DONTWAIT for
+ * a non-blocking socket, MSG_NOSIGNAL, and MSG_SENDPAGE_NOTLAST when the
+ * splice has more pages queued behind this one.
+ */
+ssize_t rs_sendpage(struct socket *sock, struct page *page, int offset,
+		    size_t size, int flags)
+{
+	struct bio_vec bvec = {
+		.bv_page = page,
+		.bv_offset = offset,
+		.bv_len = size,
+	};
+	struct msghdr msg = { .msg_flags = flags };
+
+	iov_iter_bvec(&msg.msg_iter, ITER_SOURCE, &bvec, 1, size);
+	return rs_send(sock, &msg, size, flags & MSG_SENDPAGE_NOTLAST);
 }

@@ -286,6 +286,7 @@ struct rs_sock {
 	bool reset_rcvd;
 	bool dead;			/* no more posting: torn down or dying */
 	bool torn;			/* teardown started */
+	bool settled;			/* teardown chose EOF or an error */
 	bool established;		/* was connected: names are valid */
 	u64 peer_addr;
 	u32 peer_rkey;

@@ -80,6 +80,7 @@ static void rs_teardown_state(struct rs_sock *rs)
 	struct sock *sk = &rs->sk;
 
 	spin_lock_bh(&rs->lock);
+	rs->settled = true;
 	if (rs->fin_rcvd && !sk->sk_err && !sock_flag(sk, SOCK_DEAD) &&
 	    sk->sk_state == TCP_CLOSE_WAIT) {
 		/* a clean close by the peer: CLOSE_WAIT until we close too */

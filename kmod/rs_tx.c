@@ -621,6 +621,26 @@ static int rs_send_indirect(struct rs_sock *rs, struct msghdr *msg,
 	return 0;
 }
 
+/*
+ * A send found the connection dead (-EPIPE) before the teardown decided
+ * between the peer's clean close (EPIPE is right then, as TCP's reset in
+ * CLOSE_WAIT) and a reset (ECONNRESET): the drain may still deliver a FIN.
+ * Wait for the decision, a bounded and interruptible while, so that the
+ * error reported is the one the teardown sets, not whichever came first.
+ */
+static void rs_send_settle(struct rs_sock *rs)
+{
+	struct sock *sk = &rs->sk;
+
+	if (!READ_ONCE(rs->dead) || READ_ONCE(sk->sk_err) ||
+	    READ_ONCE(rs->settled))
+		return;
+	wait_event_interruptible_timeout(*sk_sleep(sk),
+					 READ_ONCE(rs->settled) ||
+					 READ_ONCE(sk->sk_err),
+					 RS_DRAIN_TIMEOUT);
+}
+
 /* more: the caller's next call follows at once (rs_push_deferred_locked) */
 static int rs_send(struct socket *sock, struct msghdr *msg, size_t len,
 		   bool more)
@@ -676,6 +696,8 @@ static int rs_send(struct socket *sock, struct msghdr *msg, size_t len,
 	release_sock(sk);
 	if (copied)
 		return copied;
+	if (err == -EPIPE)
+		rs_send_settle(rs);
 	return sk_stream_error(sk, flags, err);
 }
 

@@ -1437,8 +1437,16 @@ TEST_F_TIMEOUT(policy, transfer, 60)
 	if (variant->tx == RDMASTREAM_POLICY_DIRECT_ONLY) {
 		/* through the stream buffer only when degraded */
 		check_direct_only(_metadata, &c1, &c0, &s1, &s0);
-		/* every blocking recv advertised, whatever its size */
-		EXPECT_GE(D(s1, s0, rsi_adverts_sent), r.calls);
+		/*
+		 * every blocking recv advertised, whatever its size; but one
+		 * that found degraded (indirect) bytes waiting returned them
+		 * without blocking (slow kernels degrade now and then)
+		 */
+		if (!D(c1, c0, rsi_direct_degrades)) {
+			EXPECT_GE(D(s1, s0, rsi_adverts_sent), r.calls);
+		} else {
+			EXPECT_GT(D(s1, s0, rsi_adverts_sent), 0);
+		}
 	}
 	if (variant->tx == RDMASTREAM_POLICY_INDIRECT_ONLY ||
 	    variant->rx == RDMASTREAM_POLICY_INDIRECT_ONLY) {

@@ -72,7 +72,7 @@ check: deps
 	scripts/check
 
 check-debug: deps
-	$(MAKE) selftests unit tools
+	$(MAKE) selftests unit tools preload
 	scripts/check-debug
 
 demo: deps

@@ -628,17 +628,19 @@ static int rs_send_indirect(struct rs_sock *rs, struct msghdr *msg,
  * Wait for the decision, a bounded and interruptible while, so that the
  * error reported is the one the teardown sets, not whichever came first.
  */
-static void rs_send_settle(struct rs_sock *rs)
+static void rs_send_settle(struct rs_sock *rs, int flags)
 {
 	struct sock *sk = &rs->sk;
+	long timeo = sock_sndtimeo(sk, flags & MSG_DONTWAIT);
 
-	if (!READ_ONCE(rs->dead) || READ_ONCE(sk->sk_err) ||
+	/* a non-blocking send never waits: it says EPIPE, as before */
+	if (!timeo || !READ_ONCE(rs->dead) || READ_ONCE(sk->sk_err) ||
 	    READ_ONCE(rs->settled))
 		return;
 	wait_event_interruptible_timeout(*sk_sleep(sk),
 					 READ_ONCE(rs->settled) ||
 					 READ_ONCE(sk->sk_err),
-					 RS_DRAIN_TIMEOUT);
+					 min_t(long, timeo, RS_DRAIN_TIMEOUT));
 }
 
 /* more: the caller's next call follows at once (rs_push_deferred_locked) */
@@ -697,7 +699,7 @@ static int rs_send(struct socket *sock, struct msghdr *msg, size_t len,
 	if (copied)
 		return copied;
 	if (err == -EPIPE)
-		rs_send_settle(rs);
+		rs_send_settle(rs, flags);
 	return sk_stream_error(sk, flags, err);
 }
 

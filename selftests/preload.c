@@ -557,19 +557,11 @@ static int pl_child(char *const env[], const char *name, char *const extra[])
 static long long pl_sent_pkts(void)
 {
 	char path[256];
-	long long v = -1;
-	FILE *f;
 
 	snprintf(path, sizeof(path),
 		 "/sys/class/infiniband/%s/ports/1/hw_counters/sent_pkts",
 		 rs.rdmadev);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	if (fscanf(f, "%lld", &v) != 1)
-		v = -1;
-	fclose(f);
-	return v;
+	return rs_read_ll(path);
 }
 
 /* A field of /proc/net/snmp's Tcp lines, or -1. */

@@ -261,6 +261,20 @@ static inline long long rs_meminfo(const char *field)
 	return v;
 }
 
+/* The number a sysfs or proc file starts with, or -1. */
+static inline long long rs_read_ll(const char *path)
+{
+	long long v = -1;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return -1;
+	if (fscanf(f, "%lld", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
 /*
  * Live sockets of the module, orphans included, or -1: the "sockets"
  * column of /proc/net/protocols, summed over its protos (RDMASTREAM for
@@ -1038,18 +1052,10 @@ static inline int rs_param_write(const char *name, const char *val)
 static inline long long rs_param_get(const char *name)
 {
 	char path[256];
-	long long v = -1;
-	FILE *f;
 
 	snprintf(path, sizeof(path), "/sys/module/%s/parameters/%s",
 		 rs_modname(), name);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	if (fscanf(f, "%lld", &v) != 1)
-		v = -1;
-	fclose(f);
-	return v;
+	return rs_read_ll(path);
 }
 
 /* Set a numeric module parameter; 0 or -1. */

@@ -560,7 +560,12 @@ def main():
     print("1..%d" % len(cases), flush=True)
     if not WIRE and not os.path.exists(RUN):
         info("no %s (make preload)" % RUN)
-    ctrl = None
+    ctrl, ctrl_err = None, None
+    if WIRE:
+        try:
+            ctrl = Ctrl()
+        except Exception as e:	# every case fails with it, at once
+            ctrl_err = "no control connection to the other host: %s" % e
     tmp = tempfile.mkdtemp(prefix="rs-programs.")
     failed = 0
     try:
@@ -569,8 +574,7 @@ def main():
             print("#  RUN           programs.%s ..." % name, flush=True)
             start = time.time()
             try:
-                if WIRE and not ctrl:
-                    ctrl = Ctrl()
+                check(not ctrl_err, ctrl_err)
                 if not WIRE:
                     run_single(prog, tcp, tmp)
                 elif HOST == 1:

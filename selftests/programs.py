@@ -29,7 +29,8 @@ $RS_OUT/programs.txt.
 Knobs (defaults): RS_PROGRAMS_NGINX_MB (256), RS_PROGRAMS_SCP_MB (64),
 RS_PROGRAMS_REDIS_N (20000, pipelined -P 16), RS_PROGRAMS_REDIS_N1
 (2000, without -P), RS_PROGRAMS_REDIS_C (clients, 10),
-RS_PROGRAMS_ONLY (comma-separated case names), RS_PROGRAMS_WAIT (300 s
+RS_PROGRAMS_ONLY (comma-separated case names; RS_FAMILY=tcp keeps only
+the _tcp ones), RS_PROGRAMS_WAIT (300 s
 for the other host), RS_PRELOAD_RUN (the wrapper; default
 ../preload/rdmastream-run next to this file).
 """
@@ -556,6 +557,8 @@ def run_wire_client(ctrl, prog, tcp, tmp):
 def main():
     only = [c for c in ENV.get("RS_PROGRAMS_ONLY", "").split(",") if c]
     cases = [(p, t) for p, t in CASES if not only or case_name(p, t) in only]
+    if ENV.get("RS_FAMILY") == "tcp":	# no module: the baselines only
+        cases = [(p, t) for p, t in cases if t]
     print("TAP version 13")
     print("1..%d" % len(cases), flush=True)
     if not WIRE and not os.path.exists(RUN):

@@ -77,6 +77,11 @@ static const char * const rs_ev_names[RS_EV_MAX] = {
 	[RS_EV_PASSIVE_OPENS]	= "PassiveOpens",
 	[RS_EV_ATTEMPT_FAILS]	= "AttemptFails",
 	[RS_EV_ABORTS]		= "EstabAborts",
+	[RS_EV_FB_FORCED]	= "FallbackForced",
+	[RS_EV_FB_NO_DEVICE]	= "FallbackNoDevice",
+	[RS_EV_FB_REJECTED]	= "FallbackRejected",
+	[RS_EV_FB_TIMEOUT]	= "FallbackTimeout",
+	[RS_EV_FB_ACCEPTED]	= "FallbackAccepted",
 };
 
 static const char * const rs_bytes_names[RS_BYTES_MAX] = {

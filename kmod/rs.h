@@ -469,6 +469,7 @@ int rs_fb_listen(struct rs_sock *rs, int backlog);
 bool rs_fb_accept_ready(struct rs_sock *rs);
 int rs_fb_accept(struct rs_sock *lrs, struct socket *newsock);
 __poll_t rs_fb_listen_poll(struct rs_sock *rs);
+__poll_t rs_fb_poll(struct file *file, struct rs_sock *rs);
 int rs_fb_connect(struct rs_sock *rs, struct sockaddr *addr, int flags);
 int rs_fb_connect_start(struct rs_sock *rs, struct sockaddr *addr, int err);
 void rs_fb_arm(struct rs_sock *rs);

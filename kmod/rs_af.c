@@ -331,21 +331,18 @@ static int rs_bind_errno(struct net *net, struct sockaddr *addr, int err)
 	return ret ? err : -EADDRINUSE;
 }
 
-static int rs_bind(struct socket *sock, struct sockaddr *uaddr, int alen)
+/*
+ * One try at binding: the cm id, then the TCP port of the fallback. When
+ * TCP has the port, the id is taken from the socket (*id, destroyed by
+ * the caller outside lock_sock()) and the socket stays unbound.
+ */
+static int rs_bind_try(struct rs_sock *rs, struct sockaddr *addr,
+		       bool mapped, struct rdma_cm_id **id)
 {
-	struct sock *sk = sock->sk;
-	struct rs_sock *rs = rs_sk(sk);
-	struct sockaddr_storage ss;
-	struct sockaddr *addr = (struct sockaddr *)&ss;
-	struct rdma_cm_id *id = NULL;
-	bool mapped;
-	int err;
+	struct sock *sk = &rs->sk;
+	int err = -EINVAL;
 
-	err = rs_copy_addr(sk, &ss, uaddr, alen, true, &mapped);
-	if (err)
-		return err;
 	lock_sock(sk);
-	err = -EINVAL;
 	if (rs->is_bound || sk->sk_state != TCP_CLOSE || rs->transport ||
 	    rs->torn || rs_fbc(rs))
 		goto out;
@@ -355,12 +352,11 @@ static int rs_bind(struct socket *sock, struct sockaddr *uaddr, int alen)
 		rs_set_afonly(rs, addr);
 		err = rdma_bind_addr(rs->cm_id, addr);
 	}
-	/* the TCP port too (fallback), or no bind at all */
 	if (!err) {
 		err = rs_fb_bind(rs, addr);
 		if (err) {
 			spin_lock_bh(&rs->lock);
-			id = rs->cm_id;
+			*id = rs->cm_id;
 			rs->cm_id = NULL;
 			spin_unlock_bh(&rs->lock);
 		}
@@ -372,10 +368,35 @@ static int rs_bind(struct socket *sock, struct sockaddr *uaddr, int alen)
 	}
 out:
 	release_sock(sk);
-	if (id) {
-		rs_cm_put_id(rs, id);
+	return err;
+}
+
+/* Ephemeral ports rdma_cm picks that TCP has: tries before EADDRINUSE. */
+#define RS_BIND_TRIES	8
+
+static int rs_bind(struct socket *sock, struct sockaddr *uaddr, int alen)
+{
+	struct sock *sk = sock->sk;
+	struct rs_sock *rs = rs_sk(sk);
+	struct sockaddr_storage ss;
+	struct sockaddr *addr = (struct sockaddr *)&ss;
+	struct rdma_cm_id *id;
+	int err, tries = 0;
+	bool mapped;
+
+	err = rs_copy_addr(sk, &ss, uaddr, alen, true, &mapped);
+	if (err)
 		return err;
-	}
+	do {
+		id = NULL;
+		err = rs_bind_try(rs, addr, mapped, &id);
+		if (!id)
+			break;
+		/* TCP has the port: EADDRINUSE, or another ephemeral one */
+		rs_cm_put_id(rs, id);
+	} while (!rs_addr_port(addr) && ++tries < RS_BIND_TRIES);
+	if (id)
+		return err;
 	/* outside lock_sock(): the probe destroys a cm id */
 	if (err && err != -EINVAL)
 		err = rs_bind_errno(sock_net(sk), addr, err);
@@ -719,7 +740,7 @@ static __poll_t rs_poll(struct file *file, struct socket *sock,
 
 	sock_poll_wait(file, sock, wait);
 	if (rs_fbc(rs))		/* its callbacks wake our wait queue */
-		return rs_fbc(rs)->ops->poll(file, rs_fbc(rs), NULL);
+		return rs_fb_poll(file, rs);
 	state = inet_sk_state_load(sk);
 	if (state != TCP_LISTEN && (rs->flow.rx_size || state != TCP_CLOSE))
 		return rs_poll_conn(rs);

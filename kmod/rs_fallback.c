@@ -112,17 +112,26 @@ static void rs_fb_write_space(struct sock *tsk)
 	rcu_read_unlock();
 }
 
-/* Our sk_state mirrors the TCP socket's: diag, /proc counters, poll. */
+/*
+ * Our sk_state mirrors the TCP socket's: diag, /proc counters, poll. A
+ * TCP handshake that fails is a failed attempt (AttemptFails).
+ */
 static void rs_fb_state_change(struct sock *tsk)
 {
 	struct rs_sock *rs;
+	int state;
 
 	rcu_read_lock();
 	read_lock_bh(&tsk->sk_callback_lock);
 	rs = rs_fb_owner(tsk);
 	if (rs) {
 		rs->fb_state_change(tsk);
-		rs_set_state(&rs->sk, inet_sk_state_load(tsk));
+		state = inet_sk_state_load(tsk);
+		if (state == TCP_ESTABLISHED)
+			WRITE_ONCE(rs->established, true);
+		else if (state == TCP_CLOSE && !READ_ONCE(rs->established))
+			rs_stat_inc(&rs->sk, RS_EV_ATTEMPT_FAILS);
+		rs_set_state(&rs->sk, state);
 		rs_wake(&rs->sk, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLHUP |
 			EPOLLERR | EPOLLRDNORM | EPOLLWRNORM);
 	}
@@ -130,17 +139,24 @@ static void rs_fb_state_change(struct sock *tsk)
 	rcu_read_unlock();
 }
 
-/* SO_ERROR is read from our socket: it gets the TCP socket's error. */
+/*
+ * SO_ERROR is read from our socket (the core's sock_getsockopt()): the
+ * TCP socket's error moves to ours, so that it is reported once, by
+ * whichever comes first (SO_ERROR, or a call: rs_fb_error()).
+ */
 static void rs_fb_error_report(struct sock *tsk)
 {
 	struct rs_sock *rs;
+	int err;
 
 	rcu_read_lock();
 	read_lock_bh(&tsk->sk_callback_lock);
 	rs = rs_fb_owner(tsk);
 	if (rs) {
 		rs->fb_error_report(tsk);
-		WRITE_ONCE(rs->sk.sk_err, READ_ONCE(tsk->sk_err));
+		err = xchg(&tsk->sk_err, 0);
+		if (err)
+			WRITE_ONCE(rs->sk.sk_err, err);
 		rs_wake(&rs->sk, EPOLLERR);
 	}
 	read_unlock_bh(&tsk->sk_callback_lock);
@@ -181,6 +197,33 @@ static void rs_fb_unhook(struct rs_sock *rs, struct sock *tsk)
 		rcu_assign_sk_user_data(tsk, NULL);
 	}
 	write_unlock_bh(&tsk->sk_callback_lock);
+}
+
+/*
+ * poll() of a connection over TCP: TCP's, with our socket's error (moved
+ * here). A reset's error comes with its hang-up, as on RDMA: TCP's poll,
+ * which reads sk_err before tcp_done() has set the shutdown and the
+ * state, could show the error alone (poll.c's reset.poll_race).
+ */
+__poll_t rs_fb_poll(struct file *file, struct rs_sock *rs)
+{
+	struct socket *fb = rs_fbc(rs);
+	__poll_t mask;
+	int err;
+
+	mask = fb->ops->poll(file, fb, NULL);
+	err = READ_ONCE(rs->sk.sk_err) ? : READ_ONCE(fb->sk->sk_err);
+	if (err)
+		mask |= EPOLLERR;
+	if (err == ECONNRESET)
+		mask |= EPOLLHUP | EPOLLIN | EPOLLRDNORM | EPOLLRDHUP;
+	return mask;
+}
+
+/* The error moved from the TCP socket, reported (and cleared) once. */
+static int rs_fb_error(struct rs_sock *rs)
+{
+	return READ_ONCE(rs->sk.sk_err) ? sock_error(&rs->sk) : 0;
 }
 
 static void rs_fb_keepalive_on(struct sock *tsk, int on)
@@ -401,6 +444,7 @@ int rs_fb_accept(struct rs_sock *lrs, struct socket *newsock)
 	rs->fb = tcp;
 	rs->fb_reason = RDMASTREAM_FB_ACCEPTED;
 	rs_fb_hook(rs, tcp->sk, false, lrs->fb_data_ready);
+	rs->established = true;
 	rs_set_state(sk, inet_sk_state_load(tcp->sk));
 	tcp->state = SS_CONNECTED;
 	/* pairs with rs_fbc(): the TCP socket is hooked and complete */
@@ -468,6 +512,13 @@ int rs_fb_connect(struct rs_sock *rs, struct sockaddr *addr, int flags)
 			       rs_fb_addr_len((struct sockaddr *)&ss), flags);
 	if (rs->sk.sk_socket)
 		rs->sk.sk_socket->state = fb->state;
+	/* the error moved to us (rs_fb_error_report()): TCP says ABORTED */
+	if (err == -ECONNABORTED && READ_ONCE(rs->sk.sk_err))
+		err = rs_fb_error(rs);
+	/* TCP's SYN_SENT has no callback: mirror it; excludes the hooks */
+	write_lock_bh(&fb->sk->sk_callback_lock);
+	rs_set_state(&rs->sk, inet_sk_state_load(fb->sk));
+	write_unlock_bh(&fb->sk->sk_callback_lock);
 	return err;
 }
 
@@ -493,7 +544,11 @@ int rs_fb_connect_start(struct rs_sock *rs, struct sockaddr *addr, int err)
 	mutex_lock(&rs->tlock);
 	err = rs_fb_prepare(rs, addr, reason);
 	mutex_unlock(&rs->tlock);
-	return err ? : 1;
+	if (err)
+		return err;
+	/* an attempt rs_connect_start() did not count */
+	rs_stat_inc(&rs->sk, RS_EV_ACTIVE_OPENS);
+	return 1;
 }
 
 /* The fallback_ms bound on a CM handshake: armed by connect(). */
@@ -686,8 +741,19 @@ void rs_fb_info(struct rs_sock *rs, struct rdmastream_info *info)
 	info->rsi_fallback = rs->fb_reason;
 	info->rsi_flags |= RDMASTREAM_INFO_F_FALLBACK;
 	info->rsi_state = inet_sk_state_load(fb->sk);
+	info->rsi_flags &= RDMASTREAM_INFO_F_FALLBACK;
+	if (rs_state_open(info->rsi_state))
+		info->rsi_flags |= RDMASTREAM_INFO_F_PEER_READY;
+	if (READ_ONCE(fb->sk->sk_shutdown) & SEND_SHUTDOWN)
+		info->rsi_flags |= RDMASTREAM_INFO_F_FIN_SENT;
+	if (sock_flag(fb->sk, SOCK_DONE))
+		info->rsi_flags |= RDMASTREAM_INFO_F_FIN_RCVD;
+	if (READ_ONCE(rs->sk.sk_err) == ECONNRESET)
+		info->rsi_flags |= RDMASTREAM_INFO_F_RESET;
 	info->rsi_bytes_sent = READ_ONCE(tp->bytes_sent);
-	info->rsi_bytes_acked = READ_ONCE(tp->bytes_acked);
+	/* bytes_acked counts the SYN's sequence number too */
+	info->rsi_bytes_acked = min(READ_ONCE(tp->bytes_acked),
+				    READ_ONCE(tp->bytes_sent));
 	info->rsi_bytes_received = READ_ONCE(tp->bytes_received);
 	info->rsi_bytes_read = READ_ONCE(tp->bytes_received) -
 			       (READ_ONCE(tp->rcv_nxt) -
@@ -717,13 +783,6 @@ int rs_fb_setsockopt(struct rs_sock *rs, int val)
  * The forwarding of data-path calls. A call that finds the handshake
  * undecided and may block waits for the decision first (rs_fb_wait()).
  */
-static void rs_fb_err_seen(struct rs_sock *rs, int ret)
-{
-	/* the error our socket mirrors was just reported: SO_ERROR is 0 */
-	if (ret < 0)
-		cmpxchg(&rs->sk.sk_err, -ret, 0);
-}
-
 int rs_fb_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
 {
 	struct rs_sock *rs = rs_sk(sock->sk);
@@ -735,10 +794,11 @@ int rs_fb_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
 	fb = rs_fbc(rs);
 	if (!fb)
 		return rs_sendmsg(sock, msg, len);
+	ret = rs_fb_error(rs);
+	if (ret)
+		return ret;
 	rs_fb_sync(rs, fb->sk);
-	ret = fb->ops->sendmsg(fb, msg, len);
-	rs_fb_err_seen(rs, ret);
-	return ret;
+	return fb->ops->sendmsg(fb, msg, len);
 }
 
 int rs_fb_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
@@ -753,9 +813,17 @@ int rs_fb_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 	fb = rs_fbc(rs);
 	if (!fb)
 		return rs_recvmsg(sock, msg, len, flags);
+	/* queued data first, then the error, as tcp_recvmsg() */
+	if (skb_queue_empty_lockless(&fb->sk->sk_receive_queue)) {
+		ret = rs_fb_error(rs);
+		if (ret)
+			return ret;
+	}
 	rs_fb_sync(rs, fb->sk);
 	ret = fb->ops->recvmsg(fb, msg, len, flags);
-	rs_fb_err_seen(rs, ret);
+	/* a reset that arrived while it waited ended it as EOF */
+	if (!ret && len)
+		ret = rs_fb_error(rs);
 	return ret;
 }
 
@@ -770,6 +838,8 @@ ssize_t rs_fb_sendpage(struct socket *sock, struct page *page,
 	fb = rs_fbc(rs);
 	if (!fb)
 		return rs_sendpage(sock, page, offset, size, flags);
+	if (READ_ONCE(rs->sk.sk_err))
+		return rs_fb_error(rs);
 	rs_fb_sync(rs, fb->sk);
 	return fb->ops->sendpage(fb, page, offset, size, flags);
 }

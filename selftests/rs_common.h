@@ -993,6 +993,20 @@ static inline void rs_xfer_join(struct rs_xfer *x)
 		SKIP(return, "not applicable to TCP: %s", why);		\
 } while (0)
 
+/* Forced TCP fallback (run-tests' fb:NAME): the sockets run over TCP. */
+static inline bool rs_fb_forced(void)
+{
+	const char *v = getenv("RS_FALLBACK");
+
+	return !rs.tcp && v && atoi(v) == 2;
+}
+
+/* Not under forced TCP fallback: about RDMA itself (rings, counters). */
+#define RS_SKIP_FB(why) do {						\
+	if (rs_fb_forced())						\
+		SKIP(return, "over TCP (RS_FALLBACK=2): %s", why);	\
+} while (0)
+
 static inline bool rs_have_cmd(const char *cmd)
 {
 	char buf[256];

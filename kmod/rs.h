@@ -470,6 +470,9 @@ bool rs_fb_accept_ready(struct rs_sock *rs);
 int rs_fb_accept(struct rs_sock *lrs, struct socket *newsock);
 __poll_t rs_fb_listen_poll(struct rs_sock *rs);
 __poll_t rs_fb_poll(struct file *file, struct rs_sock *rs);
+bool rs_fb_names(struct rs_sock *rs, struct sockaddr_storage *local,
+		 struct sockaddr_storage *peer);
+bool rs_fb_queues(struct rs_sock *rs, u32 *rqueue, u32 *wqueue);
 int rs_fb_connect(struct rs_sock *rs, struct sockaddr *addr, int flags);
 int rs_fb_connect_start(struct rs_sock *rs, struct sockaddr *addr, int err);
 void rs_fb_arm(struct rs_sock *rs);
@@ -477,6 +480,7 @@ bool rs_fb_cm_fail(struct rs_sock *rs, struct rdma_cm_event *ev, int err);
 void rs_fb_after_teardown(struct rs_sock *rs);
 bool rs_fb_wait(struct rs_sock *rs, long *timeo);
 void rs_fb_release(struct rs_sock *rs);
+void rs_fb_stop_listen(struct rs_sock *rs);
 void rs_fb_info(struct rs_sock *rs, struct rdmastream_info *info);
 int rs_fb_setsockopt(struct rs_sock *rs, int val);
 void rs_fb_set_dst(struct rs_sock *rs, const struct sockaddr *addr);

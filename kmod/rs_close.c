@@ -304,6 +304,7 @@ static void rs_close_listener(struct rs_sock *rs)
 	struct rdma_cm_id *id;
 	LIST_HEAD(children);
 
+	rs_fb_stop_listen(rs);
 	mutex_lock(&rs->tlock);
 	spin_lock_bh(&rs->lock);
 	id = rs->cm_id;

@@ -161,6 +161,8 @@ static void rs_diag_names(struct rs_sock *rs, struct sockaddr_storage *local,
 {
 	struct sock *sk = &rs->sk;
 
+	if (rs_fb_names(rs, local, peer))	/* over TCP: its names */
+		goto map;
 	if (rs->established) {
 		*local = rs->local_sa;
 		if (sk->sk_state != TCP_CLOSE)
@@ -168,6 +170,7 @@ static void rs_diag_names(struct rs_sock *rs, struct sockaddr_storage *local,
 	} else if (rs->cm_id) {
 		memcpy(local, &rs->cm_id->route.addr.src_addr, sizeof(*local));
 	}
+map:
 	if (!local->ss_family)
 		local->ss_family = sk->sk_family == AF_INET6 ? AF_INET6 :
 							      AF_INET;
@@ -199,6 +202,8 @@ static void rs_diag_queues(struct rs_sock *rs, struct rdmastream_diag_msg *r)
 		r->rdiag_wqueue = READ_ONCE(sk->sk_max_ack_backlog);
 		return;
 	}
+	if (rs_fb_queues(rs, &r->rdiag_rqueue, &r->rdiag_wqueue))
+		return;
 	if (rs->flow.rx_size)
 		r->rdiag_rqueue = rs_rx_avail(rs);
 	r->rdiag_wqueue = rs->flow.tx_head - rs->flow.tx_done;

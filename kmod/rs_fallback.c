@@ -188,8 +188,12 @@ static void rs_fb_hook(struct rs_sock *rs, struct sock *tsk, bool listener,
 
 static void rs_fb_unhook(struct rs_sock *rs, struct sock *tsk)
 {
+	struct rs_sock *owner;
+
+	rcu_read_lock();
 	write_lock_bh(&tsk->sk_callback_lock);
-	if (rs_fb_owner(tsk) == rs) {
+	owner = rs_fb_owner(tsk);
+	if (owner == rs) {
 		tsk->sk_data_ready = rs->fb_data_ready;
 		tsk->sk_write_space = rs->fb_write_space;
 		tsk->sk_state_change = rs->fb_state_change;
@@ -197,6 +201,30 @@ static void rs_fb_unhook(struct rs_sock *rs, struct sock *tsk)
 		rcu_assign_sk_user_data(tsk, NULL);
 	}
 	write_unlock_bh(&tsk->sk_callback_lock);
+	rcu_read_unlock();
+}
+
+/*
+ * A closing TCP listener's children not yet accepted carry our
+ * data_ready (cloned from the listener) and could outlive the module
+ * (FIN_WAIT): accept them, give them TCP's own and reset them, as
+ * closing a listener resets its queue. After rs_fb_unhook() of the
+ * listener, so that no new child gets our callback.
+ */
+static void rs_fb_drain(struct rs_sock *rs, struct socket *ls)
+{
+	struct socket *c;
+
+	if (inet_sk_state_load(ls->sk) != TCP_LISTEN)
+		return;
+	while (!kernel_accept(ls, &c, O_NONBLOCK)) {
+		write_lock_bh(&c->sk->sk_callback_lock);
+		c->sk->sk_data_ready = rs->fb_data_ready;
+		write_unlock_bh(&c->sk->sk_callback_lock);
+		sock_set_flag(c->sk, SOCK_LINGER);
+		c->sk->sk_lingertime = 0;
+		sock_release(c);
+	}
 }
 
 /*
@@ -493,6 +521,17 @@ static int rs_fb_prepare(struct rs_sock *rs, const struct sockaddr *addr,
 }
 
 /*
+ * Our state from TCP's where no callback says it (SYN_SENT); the write
+ * lock keeps rs_fb_state_change() from slipping a newer one in between.
+ */
+static void rs_fb_mirror(struct rs_sock *rs, struct socket *fb)
+{
+	write_lock_bh(&fb->sk->sk_callback_lock);
+	rs_set_state(&rs->sk, inet_sk_state_load(fb->sk));
+	write_unlock_bh(&fb->sk->sk_callback_lock);
+}
+
+/*
  * connect() of a fallen-back socket: TCP's, with its errnos and waits
  * (EINPROGRESS, EALREADY, EISCONN, ECONNREFUSED...). addr is the new
  * destination for a TCP socket that may connect again; a connecting or
@@ -515,10 +554,7 @@ int rs_fb_connect(struct rs_sock *rs, struct sockaddr *addr, int flags)
 	/* the error moved to us (rs_fb_error_report()): TCP says ABORTED */
 	if (err == -ECONNABORTED && READ_ONCE(rs->sk.sk_err))
 		err = rs_fb_error(rs);
-	/* TCP's SYN_SENT has no callback: mirror it; excludes the hooks */
-	write_lock_bh(&fb->sk->sk_callback_lock);
-	rs_set_state(&rs->sk, inet_sk_state_load(fb->sk));
-	write_unlock_bh(&fb->sk->sk_callback_lock);
+	rs_fb_mirror(rs, fb);
 	return err;
 }
 
@@ -670,11 +706,15 @@ void rs_fb_after_teardown(struct rs_sock *rs)
 		if (err == -EINPROGRESS)
 			err = 0;
 	}
-	if (err && err != -EBADF) {
+	if (err == -EBADF) {		/* closed meanwhile */
+		mutex_unlock(&rs->tlock);
+		return;
+	}
+	if (err) {
 		WRITE_ONCE(sk->sk_err, -err);
 		rs_set_state(sk, TCP_CLOSE);
-	} else if (!err) {
-		rs_set_state(sk, inet_sk_state_load(rs->fbc->sk));
+	} else {
+		rs_fb_mirror(rs, rs->fbc);
 	}
 	mutex_unlock(&rs->tlock);
 	sk->sk_state_change(sk);
@@ -711,6 +751,21 @@ bool rs_fb_wait(struct rs_sock *rs, long *timeo)
 	return true;
 }
 
+/*
+ * A listener stops listening (shutdown(SHUT_RD)): so does its TCP one,
+ * its queue reset; listen() may start it again. Under lock_sock().
+ */
+void rs_fb_stop_listen(struct rs_sock *rs)
+{
+	struct socket *s = rs->fb;
+
+	if (!s || inet_sk_state_load(s->sk) != TCP_LISTEN)
+		return;
+	rs_fb_unhook(rs, s->sk);
+	rs_fb_drain(rs, s);
+	kernel_sock_shutdown(s, SHUT_RD);
+}
+
 /* close(): the TCP socket goes (with SO_LINGER as set on ours). */
 void rs_fb_release(struct rs_sock *rs)
 {
@@ -726,6 +781,7 @@ void rs_fb_release(struct rs_sock *rs)
 	if (!s)
 		return;
 	rs_fb_unhook(rs, s->sk);
+	rs_fb_drain(rs, s);
 	rs_fb_sync(rs, s->sk);
 	sock_release(s);
 }
@@ -872,4 +928,61 @@ int rs_fb_get(struct socket *sock, int level, int optname,
 	if (!fb || level == SOL_RDMASTREAM)
 		return rs_getsockopt(sock, level, optname, optval, optlen);
 	return fb->ops->getsockopt(fb, level, optname, optval, optlen);
+}
+
+/*
+ * sock_diag of a socket over TCP: the TCP connection's names (as
+ * getsockname()/getpeername() give them, unmapped) and queues. False
+ * when the socket is not over TCP. Lockless, under our rs->lock.
+ */
+bool rs_fb_names(struct rs_sock *rs, struct sockaddr_storage *local,
+		 struct sockaddr_storage *peer)
+{
+	struct socket *fb = rs_fbc(rs);
+	struct sockaddr_in6 *l6 = (struct sockaddr_in6 *)local;
+	struct sockaddr_in6 *p6 = (struct sockaddr_in6 *)peer;
+	struct sockaddr_in *l = (struct sockaddr_in *)local;
+	struct sockaddr_in *p = (struct sockaddr_in *)peer;
+	struct inet_sock *inet;
+	bool connected;
+
+	if (!fb)
+		return false;
+	inet = inet_sk(fb->sk);
+	connected = inet->inet_dport &&
+		    inet_sk_state_load(fb->sk) != TCP_CLOSE;
+	if (fb->sk->sk_family == AF_INET6) {
+		l6->sin6_family = AF_INET6;
+		l6->sin6_port = inet->inet_sport;
+		l6->sin6_addr = fb->sk->sk_v6_rcv_saddr;
+		if (!connected)
+			return true;
+		p6->sin6_family = AF_INET6;
+		p6->sin6_port = inet->inet_dport;
+		p6->sin6_addr = fb->sk->sk_v6_daddr;
+		return true;
+	}
+	l->sin_family = AF_INET;
+	l->sin_port = inet->inet_sport;
+	l->sin_addr.s_addr = inet->inet_rcv_saddr;
+	if (!connected)
+		return true;
+	p->sin_family = AF_INET;
+	p->sin_port = inet->inet_dport;
+	p->sin_addr.s_addr = inet->inet_daddr;
+	return true;
+}
+
+bool rs_fb_queues(struct rs_sock *rs, u32 *rqueue, u32 *wqueue)
+{
+	struct socket *fb = rs_fbc(rs);
+	const struct tcp_sock *tp;
+
+	if (!fb)
+		return false;
+	tp = tcp_sk(fb->sk);
+	*rqueue = max_t(int, READ_ONCE(tp->rcv_nxt) -
+			READ_ONCE(tp->copied_seq), 0);
+	*wqueue = READ_ONCE(tp->write_seq) - READ_ONCE(tp->snd_una);
+	return true;
 }

@@ -502,4 +502,103 @@ TEST_F(fb, bind_conflicts)
 	close(lfd);
 }
 
+/*
+ * No RDMA device on the route: an address of a dummy interface (no rxe
+ * on it). rdma_cm finds no device, the socket connects over TCP.
+ */
+TEST_F(fb, no_device)
+{
+	struct sockaddr_in sin;
+	int lfd, cfd, sfd, fd;
+	long long nodev;
+
+	rs_system("modprobe -q dummy 2>/dev/null");
+	rs_system("ip link del rsfb0 2>/dev/null");
+	ASSERT_EQ(0, rs_system("ip link add rsfb0 type dummy && "
+			       "ip addr add 198.51.100.1/24 dev rsfb0 && "
+			       "ip link set rsfb0 up"));
+	nodev = fb_rs("FallbackNoDevice");
+	fd = tcp_socket();
+	rs_sin(&sin, rs_inaddr("198.51.100.1"), 0);
+	ASSERT_EQ(0, bind(fd, (struct sockaddr *)&sin, sizeof(sin)));
+	ASSERT_EQ(0, listen(fd, 4));
+	ASSERT_EQ(0, getsockname(fd, (struct sockaddr *)&sin,
+				 &(socklen_t){ sizeof(sin) }));
+	lfd = fd;
+	cfd = rs_connect(_metadata, &sin);
+	sfd = rs_accept(_metadata, lfd);
+	EXPECT_EQ(RDMASTREAM_FB_NO_DEVICE, fb_reason(cfd));
+	EXPECT_EQ(nodev + 1, fb_rs("FallbackNoDevice"));
+	fb_both_ways(_metadata, cfd, sfd, 256 << 10);
+	close(cfd);
+	close(sfd);
+	close(lfd);
+	/* forbidden: the RDMA error, as before */
+	cfd = fb_socket(RDMASTREAM_FALLBACK_NEVER);
+	EXPECT_EQ(-1, connect(cfd, (struct sockaddr *)&sin, sizeof(sin)));
+	EXPECT_TRUE(errno == EHOSTUNREACH || errno == ENETUNREACH)
+		TH_LOG("connect: %s", strerror(errno));
+	close(cfd);
+	rs_system("ip link del rsfb0");
+}
+
+/*
+ * fallback_ms: a handshake that takes longer is abandoned for TCP. With
+ * 1 ms, shorter than a TCG VM's handshake, the timer wins some of the
+ * races with an rdmastream listener: the attempt is torn down while its
+ * REQ is in flight and the listener gets a TCP client instead. Every
+ * connection works either way.
+ */
+TEST_F(fb, fallback_ms_abandons_handshake)
+{
+	long long ms = rs_param_get("fallback_ms");
+	int lfd, cfd, sfd, i, timeouts = 0, r;
+	struct sockaddr_in sin;
+
+	ASSERT_LT(0, ms);
+	lfd = rs_listener(_metadata, &sin);
+	ASSERT_EQ(0, rs_param_set("fallback_ms", 1));
+	for (i = 0; i < 20; i++) {
+		cfd = fb_socket(-1);
+		ASSERT_GE(cfd, 0);
+		if (connect(cfd, (struct sockaddr *)&sin, sizeof(sin)))
+			break;
+		sfd = rs_accept(_metadata, lfd);
+		r = fb_reason(cfd);
+		EXPECT_TRUE(r == RDMASTREAM_FB_NONE ||
+			    r == RDMASTREAM_FB_TIMEOUT) TH_LOG("reason %d", r);
+		EXPECT_EQ(r ? RDMASTREAM_FB_ACCEPTED : 0, fb_reason(sfd));
+		timeouts += r == RDMASTREAM_FB_TIMEOUT;
+		rs_send_pat(_metadata, cfd, 4096, i, 0);
+		rs_recv_pat(_metadata, sfd, 4096, i, 0);
+		close(cfd);
+		close(sfd);
+	}
+	rs_param_set("fallback_ms", ms);
+	EXPECT_EQ(20, i) TH_LOG("connect: %s", strerror(errno));
+	TH_LOG("%d of 20 handshakes abandoned after 1 ms", timeouts);
+	EXPECT_LT(0, timeouts);
+	close(lfd);
+}
+
+/*
+ * TCP clients an rdmastream listener never accepted are reset when it
+ * closes, as a TCP listener's are.
+ */
+TEST_F(fb, listener_close_resets_queue)
+{
+	struct sockaddr_in sin;
+	int lfd, cfd;
+	char c;
+
+	lfd = rs_listener(_metadata, &sin);
+	cfd = tcp_socket();
+	ASSERT_EQ(0, connect(cfd, (struct sockaddr *)&sin, sizeof(sin)));
+	ASSERT_EQ(POLLIN, rs_poll(lfd, POLLIN, 5000) & POLLIN);
+	close(lfd);
+	EXPECT_EQ(-1, read(cfd, &c, 1));
+	EXPECT_EQ(ECONNRESET, errno);
+	close(cfd);
+}
+
 TEST_HARNESS_MAIN

@@ -465,6 +465,7 @@ static inline struct socket *rs_fbc(struct rs_sock *rs)
 
 void rs_fb_init(struct rs_sock *rs);
 int rs_fb_bind(struct rs_sock *rs, struct sockaddr *addr);
+int rs_fb_reserve(struct rs_sock *rs);
 int rs_fb_listen(struct rs_sock *rs, int backlog);
 bool rs_fb_accept_ready(struct rs_sock *rs);
 int rs_fb_accept(struct rs_sock *lrs, struct socket *newsock);

@@ -438,10 +438,13 @@ static int rs_listen(struct socket *sock, int backlog)
 	if (!err)
 		err = rs_autobind(rs);
 	if (!err)
-		err = rs_fb_listen(rs, backlog);
+		err = rs_fb_reserve(rs);
 	/* forced TCP: no RDMA listener, RDMA clients fall back too */
 	if (!err && READ_ONCE(rs->fb_mode) != RDMASTREAM_FALLBACK_FORCE)
 		err = rdma_listen(rs->cm_id, backlog);
+	/* TCP after RDMA: an early RDMA client must not fall back to it */
+	if (!err)
+		err = rs_fb_listen(rs, backlog);
 	if (!err) {
 		rs->listener = true;
 		rs->is_bound = true;

@@ -386,25 +386,33 @@ int rs_fb_bind(struct rs_sock *rs, struct sockaddr *addr)
 }
 
 /*
- * listen(): the TCP listener next to the RDMA one (not with fallback
- * forbidden). The socket is bound (rs_listen() binds first). Under
- * lock_sock() and tlock.
+ * listen(), before rdma_listen(): the TCP port of a socket bound without
+ * it (autobound, or fallback allowed only since), none with fallback
+ * forbidden. Under lock_sock() and tlock.
  */
-int rs_fb_listen(struct rs_sock *rs, int backlog)
+int rs_fb_reserve(struct rs_sock *rs)
 {
-	int err;
-
 	if (READ_ONCE(rs->fb_mode) == RDMASTREAM_FALLBACK_NEVER) {
 		if (rs->fb)
 			sock_release(rs_fb_take(rs));
 		return 0;
 	}
-	if (!rs->fb) {
-		err = rs_fb_bind(rs, (struct sockaddr *)
-				 &rs->cm_id->route.addr.src_addr);
-		if (err)
-			return err;
-	}
+	if (rs->fb)
+		return 0;
+	return rs_fb_bind(rs, (struct sockaddr *)
+			  &rs->cm_id->route.addr.src_addr);
+}
+
+/*
+ * listen(), after rdma_listen(): the TCP listener next to the RDMA one.
+ * Under lock_sock() and tlock.
+ */
+int rs_fb_listen(struct rs_sock *rs, int backlog)
+{
+	int err;
+
+	if (!rs->fb)
+		return 0;
 	err = kernel_listen(rs->fb, backlog);
 	if (err)
 		return err;
@@ -614,6 +622,24 @@ static void rs_fb_abandon(struct rs_sock *rs, u8 reason)
 	spin_unlock_bh(&rs->lock);
 }
 
+/*
+ * Has the peer answered? rdma_cm moves our QP to RTR when the REP
+ * arrives, before it sends the RTU that establishes the passive side:
+ * abandoning then would leave the listener a connection that is reset
+ * at once. Under tlock (the transport stays).
+ */
+static bool rs_fb_answered(struct rs_sock *rs)
+{
+	struct ib_qp_init_attr init;
+	struct ib_qp_attr attr;
+
+	if (!rs->transport || !rs->qp)
+		return false;
+	if (ib_query_qp(rs->qp, &attr, IB_QP_STATE, &init))
+		return false;
+	return attr.qp_state != IB_QPS_RESET && attr.qp_state != IB_QPS_INIT;
+}
+
 static void rs_fb_timeout(struct work_struct *work)
 {
 	struct rs_sock *rs = container_of(to_delayed_work(work),
@@ -626,7 +652,8 @@ static void rs_fb_timeout(struct work_struct *work)
 	silent = !rs->torn && rs->cm_id && !rs->established &&
 		 !rs->parent && sk->sk_state == TCP_SYN_SENT;
 	spin_unlock_bh(&rs->lock);
-	if (silent && READ_ONCE(rs->fb_mode) == RDMASTREAM_FALLBACK_AUTO)
+	if (silent && READ_ONCE(rs->fb_mode) == RDMASTREAM_FALLBACK_AUTO &&
+	    !rs_fb_answered(rs))
 		rs_fb_abandon(rs, RDMASTREAM_FB_TIMEOUT);
 	mutex_unlock(&rs->tlock);
 	sock_put(sk);

@@ -97,16 +97,24 @@ static void rs_fb_data_ready(struct sock *tsk)
 	rcu_read_unlock();
 }
 
+/*
+ * Only when TCP's own would wake a writer (it clears SOCK_NOSPACE, which
+ * its poll set): no EPOLLOUT edge that TCP would not give.
+ */
 static void rs_fb_write_space(struct sock *tsk)
 {
+	struct socket *sock = tsk->sk_socket;
 	struct rs_sock *rs;
+	bool nospace;
 
 	rcu_read_lock();
 	read_lock_bh(&tsk->sk_callback_lock);
 	rs = rs_fb_owner(tsk);
 	if (rs) {
+		nospace = sock && test_bit(SOCK_NOSPACE, &sock->flags);
 		rs->fb_write_space(tsk);
-		rs_wake(&rs->sk, EPOLLOUT | EPOLLWRNORM);
+		if (nospace && !test_bit(SOCK_NOSPACE, &sock->flags))
+			rs_wake(&rs->sk, EPOLLOUT | EPOLLWRNORM);
 	}
 	read_unlock_bh(&tsk->sk_callback_lock);
 	rcu_read_unlock();
@@ -737,16 +745,17 @@ void rs_fb_after_teardown(struct rs_sock *rs)
 		mutex_unlock(&rs->tlock);
 		return;
 	}
-	if (err) {
-		WRITE_ONCE(sk->sk_err, -err);
-		rs_set_state(sk, TCP_CLOSE);
-	} else {
+	if (!err) {
+		/* TCP's callbacks wake our waiters from now on */
 		rs_fb_mirror(rs, rs->fbc);
+		mutex_unlock(&rs->tlock);
+		return;
 	}
+	WRITE_ONCE(sk->sk_err, -err);
+	rs_set_state(sk, TCP_CLOSE);
 	mutex_unlock(&rs->tlock);
 	sk->sk_state_change(sk);
-	if (err)
-		sk_error_report(sk);
+	sk_error_report(sk);
 }
 
 /* connect() remembers where a fallback goes (the unmapped address). */

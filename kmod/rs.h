@@ -319,6 +319,22 @@ struct rs_sock {
 
 	struct list_head diag_node;	/* on the list sock_diag dumps */
 
+	/* TCP fallback (rs_fallback.c, docs/fallback.md) */
+	struct socket *fb;		/* kernel TCP socket, owned (tlock) */
+	struct socket *fbc;		/* fb once ops forward to it: set once,
+					 * with release, until rs_release()
+					 */
+	int fb_mode;			/* RDMASTREAM_FALLBACK_* */
+	u8 fb_reason;			/* RDMASTREAM_FB_* (tlock) */
+	bool fb_pending;		/* CM attempt abandoned: TCP next */
+	bool fb_closed;			/* released: no TCP socket any more */
+	struct sockaddr_storage fb_dst;	/* where connect() goes */
+	struct delayed_work fb_work;	/* fallback_ms: the CM is silent */
+	void (*fb_data_ready)(struct sock *sk);	/* the TCP socket's own */
+	void (*fb_write_space)(struct sock *sk);
+	void (*fb_state_change)(struct sock *sk);
+	void (*fb_error_report)(struct sock *sk);
+
 	struct timer_list probe_timer;	/* persist and keepalive probes */
 	struct work_struct teardown_work;
 	struct delayed_work orphan_work;
@@ -436,6 +452,50 @@ struct sock *rs_sock_alloc(struct net *net, const struct sock *like,
 			   struct socket *sock, int kern);
 void rs_conn_reset(struct rs_sock *rs);
 void rs_wake(struct sock *sk, __poll_t mask);
+
+/* rs_fallback.c */
+struct rdmastream_info;
+extern int rs_fallback_default;
+extern unsigned int rs_fallback_ms;
+static inline struct socket *rs_fbc(struct rs_sock *rs)
+{
+	/* pairs with the release in rs_fallback.c: published once, whole */
+	return smp_load_acquire(&rs->fbc);
+}
+
+void rs_fb_init(struct rs_sock *rs);
+int rs_fb_bind(struct rs_sock *rs, struct sockaddr *addr);
+int rs_fb_reserve(struct rs_sock *rs);
+int rs_fb_listen(struct rs_sock *rs, int backlog);
+bool rs_fb_accept_ready(struct rs_sock *rs);
+int rs_fb_accept(struct rs_sock *lrs, struct socket *newsock);
+__poll_t rs_fb_listen_poll(struct rs_sock *rs);
+__poll_t rs_fb_poll(struct file *file, struct rs_sock *rs);
+bool rs_fb_names(struct rs_sock *rs, struct sockaddr_storage *local,
+		 struct sockaddr_storage *peer);
+bool rs_fb_queues(struct rs_sock *rs, u32 *rqueue, u32 *wqueue);
+int rs_fb_connect(struct rs_sock *rs, struct sockaddr *addr, int flags);
+int rs_fb_connect_start(struct rs_sock *rs, struct sockaddr *addr, int err);
+void rs_fb_arm(struct rs_sock *rs);
+bool rs_fb_cm_fail(struct rs_sock *rs, struct rdma_cm_event *ev, int err);
+void rs_fb_after_teardown(struct rs_sock *rs);
+bool rs_fb_wait(struct rs_sock *rs, long *timeo);
+void rs_fb_release(struct rs_sock *rs);
+void rs_fb_stop_listen(struct rs_sock *rs);
+void rs_fb_info(struct rs_sock *rs, struct rdmastream_info *info);
+int rs_fb_setsockopt(struct rs_sock *rs, int val);
+void rs_fb_set_dst(struct rs_sock *rs, const struct sockaddr *addr);
+int rs_fb_sendmsg(struct socket *sock, struct msghdr *msg, size_t len);
+int rs_fb_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
+		  int flags);
+ssize_t rs_fb_sendpage(struct socket *sock, struct page *page, int offset,
+		       size_t size, int flags);
+int rs_fb_shutdown(struct socket *sock, int how);
+int rs_fb_set(struct socket *sock, int level, int optname,
+	      sockptr_t optval, unsigned int optlen);
+int rs_fb_get(struct socket *sock, int level, int optname,
+	      char __user *optval, int __user *optlen);
+void rs_fb_keepalive(struct rs_sock *rs, int on);
 
 /* rs_inet.c */
 int rs_inet_check(void);
@@ -584,6 +644,11 @@ enum rs_ev {
 	RS_EV_PASSIVE_OPENS,	/* connections queued for accept() */
 	RS_EV_ATTEMPT_FAILS,	/* connection setups that failed */
 	RS_EV_ABORTS,		/* established connections aborted */
+	RS_EV_FB_FORCED,	/* connections over TCP: forced */
+	RS_EV_FB_NO_DEVICE,	/* ...no RDMA device on the route */
+	RS_EV_FB_REJECTED,	/* ...no rdmastream at the peer */
+	RS_EV_FB_TIMEOUT,	/* ...the peer's CM silent */
+	RS_EV_FB_ACCEPTED,	/* ...accepted from TCP clients */
 	RS_EV_MAX
 };
 

@@ -94,6 +94,7 @@ void rs_sock_setup(struct sock *sk, struct socket *sock)
 	INIT_WORK(&rs->teardown_work, rs_teardown_work);
 	timer_setup(&rs->probe_timer, rs_probe_timer, 0);
 	INIT_DELAYED_WORK(&rs->orphan_work, rs_orphan_work);
+	rs_fb_init(rs);
 	rs_diag_link(rs);
 }
 
@@ -270,15 +271,23 @@ static void rs_set_afonly(struct rs_sock *rs, const struct sockaddr *addr)
 		rdma_set_afonly(rs->cm_id, rs->sk.sk_ipv6only);
 }
 
-/* listen() on an unbound AF_INET6 socket listens on [::], as TCP's */
-static int rs_autobind6(struct rs_sock *rs)
+/*
+ * listen() on an unbound socket listens on [::] (AF_INET6) or 0.0.0.0,
+ * as TCP's (and as rdma_listen() would bind): bound first, so that the
+ * TCP listener of the fallback gets the same port.
+ */
+static int rs_autobind(struct rs_sock *rs)
 {
-	struct sockaddr_in6 any = { .sin6_family = AF_INET6 };
+	struct sockaddr_in6 any6 = { .sin6_family = AF_INET6 };
+	struct sockaddr_in any = { .sin_family = AF_INET };
+	struct sockaddr *addr = (struct sockaddr *)&any;
 
-	if (rs->is_bound || rs->sk.sk_family != AF_INET6)
+	if (rs->is_bound)
 		return 0;
-	rs_set_afonly(rs, (struct sockaddr *)&any);
-	return rdma_bind_addr(rs->cm_id, (struct sockaddr *)&any);
+	if (rs->sk.sk_family == AF_INET6)
+		addr = (struct sockaddr *)&any6;
+	rs_set_afonly(rs, addr);
+	return rdma_bind_addr(rs->cm_id, addr);
 }
 
 static bool rs_any_addr(const struct sockaddr *addr)
@@ -322,28 +331,35 @@ static int rs_bind_errno(struct net *net, struct sockaddr *addr, int err)
 	return ret ? err : -EADDRINUSE;
 }
 
-static int rs_bind(struct socket *sock, struct sockaddr *uaddr, int alen)
+/*
+ * One try at binding: the cm id, then the TCP port of the fallback. When
+ * TCP has the port, the id is taken from the socket (*id, destroyed by
+ * the caller outside lock_sock()) and the socket stays unbound.
+ */
+static int rs_bind_try(struct rs_sock *rs, struct sockaddr *addr,
+		       bool mapped, struct rdma_cm_id **id)
 {
-	struct sock *sk = sock->sk;
-	struct rs_sock *rs = rs_sk(sk);
-	struct sockaddr_storage ss;
-	struct sockaddr *addr = (struct sockaddr *)&ss;
-	bool mapped;
-	int err;
+	struct sock *sk = &rs->sk;
+	int err = -EINVAL;
 
-	err = rs_copy_addr(sk, &ss, uaddr, alen, true, &mapped);
-	if (err)
-		return err;
 	lock_sock(sk);
-	err = -EINVAL;
 	if (rs->is_bound || sk->sk_state != TCP_CLOSE || rs->transport ||
-	    rs->torn)
+	    rs->torn || rs_fbc(rs))
 		goto out;
 	mutex_lock(&rs->tlock);
 	err = rs_get_id(rs);
 	if (!err) {
 		rs_set_afonly(rs, addr);
 		err = rdma_bind_addr(rs->cm_id, addr);
+	}
+	if (!err) {
+		err = rs_fb_bind(rs, addr);
+		if (err) {
+			spin_lock_bh(&rs->lock);
+			*id = rs->cm_id;
+			rs->cm_id = NULL;
+			spin_unlock_bh(&rs->lock);
+		}
 	}
 	mutex_unlock(&rs->tlock);
 	if (!err) {
@@ -352,6 +368,35 @@ static int rs_bind(struct socket *sock, struct sockaddr *uaddr, int alen)
 	}
 out:
 	release_sock(sk);
+	return err;
+}
+
+/* Ephemeral ports rdma_cm picks that TCP has: tries before EADDRINUSE. */
+#define RS_BIND_TRIES	8
+
+static int rs_bind(struct socket *sock, struct sockaddr *uaddr, int alen)
+{
+	struct sock *sk = sock->sk;
+	struct rs_sock *rs = rs_sk(sk);
+	struct sockaddr_storage ss;
+	struct sockaddr *addr = (struct sockaddr *)&ss;
+	struct rdma_cm_id *id;
+	int err, tries = 0;
+	bool mapped;
+
+	err = rs_copy_addr(sk, &ss, uaddr, alen, true, &mapped);
+	if (err)
+		return err;
+	do {
+		id = NULL;
+		err = rs_bind_try(rs, addr, mapped, &id);
+		if (!id)
+			break;
+		/* TCP has the port: EADDRINUSE, or another ephemeral one */
+		rs_cm_put_id(rs, id);
+	} while (!rs_addr_port(addr) && ++tries < RS_BIND_TRIES);
+	if (id)
+		return err;
 	/* outside lock_sock(): the probe destroys a cm id */
 	if (err && err != -EINVAL)
 		err = rs_bind_errno(sock_net(sk), addr, err);
@@ -370,6 +415,8 @@ static int rs_listen(struct socket *sock, int backlog)
 	if (sk->sk_state == TCP_LISTEN) {
 		WRITE_ONCE(sk->sk_max_ack_backlog, backlog);
 		err = 0;
+		if (rs->fb)
+			kernel_listen(rs->fb, backlog);
 		goto out;
 	}
 	/*
@@ -380,7 +427,7 @@ static int rs_listen(struct socket *sock, int backlog)
 	 * never frees them): found by fuzz_sys, fuzz_sys.listen_vs_shutdown.
 	 */
 	if (sk->sk_state != TCP_CLOSE || rs->transport || rs->torn ||
-	    rs->listener)
+	    rs->listener || rs_fbc(rs))
 		goto out;
 	rs->rcvbuf_ring = sk->sk_rcvbuf;
 	rs->sndbuf_ring = sk->sk_sndbuf;
@@ -389,9 +436,15 @@ static int rs_listen(struct socket *sock, int backlog)
 	mutex_lock(&rs->tlock);
 	err = rs_get_id(rs);
 	if (!err)
-		err = rs_autobind6(rs);
+		err = rs_autobind(rs);
 	if (!err)
+		err = rs_fb_reserve(rs);
+	/* forced TCP: no RDMA listener, RDMA clients fall back too */
+	if (!err && READ_ONCE(rs->fb_mode) != RDMASTREAM_FALLBACK_FORCE)
 		err = rdma_listen(rs->cm_id, backlog);
+	/* TCP after RDMA: an early RDMA client must not fall back to it */
+	if (!err)
+		err = rs_fb_listen(rs, backlog);
 	if (!err) {
 		rs->listener = true;
 		rs->is_bound = true;
@@ -436,6 +489,11 @@ static int rs_accept(struct socket *sock, struct socket *newsock, int flags,
 	lock_sock(sk);
 	timeo = sock_rcvtimeo(sk, flags & O_NONBLOCK);
 	while (!(rs = rs_accept_dequeue(lrs))) {
+		/* a TCP client (fallback) when no RDMA one is queued */
+		err = rs_fb_accept(lrs, newsock);
+		if (err != -EAGAIN)
+			break;
+		err = 0;
 		if (sk->sk_err) {
 			err = sock_error(sk);
 			break;
@@ -448,7 +506,8 @@ static int rs_accept(struct socket *sock, struct socket *newsock, int flags,
 		if (err)
 			break;
 		add_wait_queue(sk_sleep(sk), &wait);
-		sk_wait_event(sk, &timeo, rs_accept_ready(lrs), &wait);
+		sk_wait_event(sk, &timeo, rs_accept_ready(lrs) ||
+			      rs_fb_accept_ready(lrs), &wait);
 		remove_wait_queue(sk_sleep(sk), &wait);
 	}
 	if (rs) {
@@ -500,9 +559,12 @@ static int rs_connect_start(struct rs_sock *rs, struct sockaddr *addr)
 	rs->sndbuf_ring = sk->sk_sndbuf;
 	sk->sk_err = 0;
 	rs_set_state(sk, TCP_SYN_SENT);
+	rs_fb_set_dst(rs, addr);
 	err = rdma_resolve_addr(rs->cm_id, NULL, addr, RS_RESOLVE_MS);
-	if (!err)
+	if (!err) {
 		rs_stat_inc(sk, RS_EV_ACTIVE_OPENS);
+		rs_fb_arm(rs);
+	}
 	if (err) {
 		rs_set_state(sk, TCP_CLOSE);
 		if (err == -ENODEV)
@@ -527,6 +589,8 @@ static int rs_connect(struct socket *sock, struct sockaddr *uaddr, int alen,
 	err = rs_copy_addr(sk, &ss, uaddr, alen, false, &mapped);
 	if (err)
 		return err;
+	if (rs_fbc(rs))
+		return rs_fb_connect(rs, addr, flags);
 	lock_sock(sk);
 	switch (sock->state) {
 	case SS_CONNECTED:
@@ -539,7 +603,19 @@ static int rs_connect(struct socket *sock, struct sockaddr *uaddr, int alen,
 		err = -EISCONN;
 		if (sk->sk_state != TCP_CLOSE)
 			goto out;
-		err = rs_connect_start(rs, addr);
+		err = rs_fb_connect_start(rs, addr, 0);
+		if (!err) {
+			err = rs_connect_start(rs, addr);
+			if (err)
+				err = rs_fb_connect_start(rs, addr, err) ? :
+				      err;
+		}
+		if (err == 1) {
+			/* over TCP from the start: TCP's connect() */
+			rs->v4mapped |= mapped;
+			release_sock(sk);
+			return rs_fb_connect(rs, addr, flags);
+		}
 		if (err)
 			goto out;
 		rs->v4mapped |= mapped;
@@ -556,6 +632,11 @@ static int rs_connect(struct socket *sock, struct sockaddr *uaddr, int alen,
 				err = sock_intr_errno(timeo);
 			goto out;
 		}
+	}
+	if (rs_fbc(rs)) {
+		/* fell back while we waited: TCP's connect() finishes it */
+		release_sock(sk);
+		return rs_fb_connect(rs, NULL, flags);
 	}
 	if (!rs_state_open(sk->sk_state)) {
 		err = sock_error(sk) ? : -ECONNABORTED;
@@ -574,7 +655,15 @@ static int rs_getname(struct socket *sock, struct sockaddr *addr, int peer)
 	struct sock *sk = sock->sk;
 	struct rs_sock *rs = rs_sk(sk);
 	struct sockaddr_storage ss = { };
+	struct socket *fb = rs_fbc(rs);
+	int len;
 
+	if (fb) {
+		len = fb->ops->getname(fb, (struct sockaddr *)&ss, peer);
+		if (len < 0)
+			return len;
+		goto out;
+	}
 	lock_sock(sk);
 	if (peer) {
 		if (!rs->established || sk->sk_state == TCP_CLOSE) {
@@ -595,10 +684,11 @@ static int rs_getname(struct socket *sock, struct sockaddr *addr, int peer)
 	if (!ss.ss_family)
 		ss.ss_family = sk->sk_family == AF_INET6 ? AF_INET6 : AF_INET;
 	/* an AF_INET6 socket names IPv4 endpoints v4-mapped, as TCP's */
+	release_sock(sk);
+out:
 	if ((rs->v4mapped || sk->sk_family == AF_INET6) &&
 	    ss.ss_family == AF_INET)
 		rs_map_addr(&ss);
-	release_sock(sk);
 	if (ss.ss_family == AF_INET6) {
 		memcpy(addr, &ss, sizeof(struct sockaddr_in6));
 		return sizeof(struct sockaddr_in6);
@@ -652,11 +742,14 @@ static __poll_t rs_poll(struct file *file, struct socket *sock,
 	int state;
 
 	sock_poll_wait(file, sock, wait);
+	if (rs_fbc(rs))		/* its callbacks wake our wait queue */
+		return rs_fb_poll(file, rs);
 	state = inet_sk_state_load(sk);
 	if (state != TCP_LISTEN && (rs->flow.rx_size || state != TCP_CLOSE))
 		return rs_poll_conn(rs);
 	if (state == TCP_LISTEN)
-		mask = list_empty(&rs->accept_q) ? 0 : EPOLLIN | EPOLLRDNORM;
+		mask = (list_empty(&rs->accept_q) ? 0 : EPOLLIN | EPOLLRDNORM) |
+		       rs_fb_listen_poll(rs);
 	else
 		mask = EPOLLOUT | EPOLLHUP;	/* as TCP: never connected */
 	if (READ_ONCE(sk->sk_err))
@@ -670,6 +763,8 @@ static int rs_ioctl(struct socket *sock, unsigned int cmd, unsigned long arg)
 	struct rs_sock *rs = rs_sk(sk);
 	int answ;
 
+	if (rs_fbc(rs))
+		return rs_fbc(rs)->ops->ioctl(rs_fbc(rs), cmd, arg);
 	switch (cmd) {
 	case SIOCINQ:
 		if (sk->sk_state == TCP_LISTEN)
@@ -710,13 +805,13 @@ static int rs_ioctl(struct socket *sock, unsigned int cmd, unsigned long arg)
 	.poll		= rs_poll,		\
 	.ioctl		= rs_ioctl,		\
 	.listen		= rs_listen,		\
-	.shutdown	= rs_shutdown,		\
-	.setsockopt	= rs_setsockopt,	\
-	.getsockopt	= rs_getsockopt,	\
-	.sendmsg	= rs_sendmsg,		\
-	.recvmsg	= rs_recvmsg,		\
+	.shutdown	= rs_fb_shutdown,	\
+	.setsockopt	= rs_fb_set,		\
+	.getsockopt	= rs_fb_get,		\
+	.sendmsg	= rs_fb_sendmsg,	\
+	.recvmsg	= rs_fb_recvmsg,	\
 	.mmap		= sock_no_mmap,		\
-	.sendpage	= rs_sendpage,		\
+	.sendpage	= rs_fb_sendpage,	\
 }
 
 const struct proto_ops rs_proto_ops = RS_PROTO_OPS(AF_RDMASTREAM);

@@ -81,6 +81,11 @@ static void rs_teardown_state(struct rs_sock *rs)
 
 	spin_lock_bh(&rs->lock);
 	rs->settled = true;
+	if (rs->fb_pending) {
+		/* abandoned for TCP: rs_fb_after_teardown() goes on */
+		spin_unlock_bh(&rs->lock);
+		return;
+	}
 	if (rs->fin_rcvd && !sk->sk_err && !sock_flag(sk, SOCK_DEAD) &&
 	    sk->sk_state == TCP_CLOSE_WAIT) {
 		/* a clean close by the peer: CLOSE_WAIT until we close too */
@@ -143,6 +148,7 @@ void rs_teardown_work(struct work_struct *work)
 	rs_orphan_done(rs);
 	if (id)
 		rs_cm_put_id(rs, id);
+	rs_fb_after_teardown(rs);
 	sock_put(sk);
 }
 
@@ -259,6 +265,7 @@ int rs_release(struct socket *sock)
 	if (!sk)
 		return 0;
 	rs = rs_sk(sk);
+	rs_fb_release(rs);
 	lock_sock(sk);
 	if (rs->listener) {
 		rs_close_listener(rs);
@@ -297,6 +304,7 @@ static void rs_close_listener(struct rs_sock *rs)
 	struct rdma_cm_id *id;
 	LIST_HEAD(children);
 
+	rs_fb_stop_listen(rs);
 	mutex_lock(&rs->tlock);
 	spin_lock_bh(&rs->lock);
 	id = rs->cm_id;

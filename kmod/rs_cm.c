@@ -451,13 +451,18 @@ static void rs_cm_event(struct rs_sock *rs, struct rdma_cm_id *id,
 		break;
 	case RDMA_CM_EVENT_ADDR_ERROR:
 	case RDMA_CM_EVENT_ROUTE_ERROR:
-		rs_conn_fail(rs, -rs_addr_errno(ev->status));
+		if (!rs_fb_cm_fail(rs, ev, 0))
+			rs_conn_fail(rs, -rs_addr_errno(ev->status));
 		break;
 	case RDMA_CM_EVENT_UNREACHABLE:
-		rs_conn_fail(rs, ev->status == -ETIMEDOUT ? ETIMEDOUT :
-			     EHOSTUNREACH);
+		if (!rs_fb_cm_fail(rs, ev, 0))
+			rs_conn_fail(rs, ev->status == -ETIMEDOUT ? ETIMEDOUT :
+				     EHOSTUNREACH);
 		break;
 	case RDMA_CM_EVENT_REJECTED:
+		if (!rs_fb_cm_fail(rs, ev, 0))
+			rs_conn_fail(rs, ECONNREFUSED);
+		break;
 	case RDMA_CM_EVENT_CONNECT_ERROR:
 		rs_conn_fail(rs, ECONNREFUSED);
 		break;

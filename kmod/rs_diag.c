@@ -77,6 +77,11 @@ static const char * const rs_ev_names[RS_EV_MAX] = {
 	[RS_EV_PASSIVE_OPENS]	= "PassiveOpens",
 	[RS_EV_ATTEMPT_FAILS]	= "AttemptFails",
 	[RS_EV_ABORTS]		= "EstabAborts",
+	[RS_EV_FB_FORCED]	= "FallbackForced",
+	[RS_EV_FB_NO_DEVICE]	= "FallbackNoDevice",
+	[RS_EV_FB_REJECTED]	= "FallbackRejected",
+	[RS_EV_FB_TIMEOUT]	= "FallbackTimeout",
+	[RS_EV_FB_ACCEPTED]	= "FallbackAccepted",
 };
 
 static const char * const rs_bytes_names[RS_BYTES_MAX] = {
@@ -156,6 +161,8 @@ static void rs_diag_names(struct rs_sock *rs, struct sockaddr_storage *local,
 {
 	struct sock *sk = &rs->sk;
 
+	if (rs_fb_names(rs, local, peer))	/* over TCP: its names */
+		goto map;
 	if (rs->established) {
 		*local = rs->local_sa;
 		if (sk->sk_state != TCP_CLOSE)
@@ -163,6 +170,7 @@ static void rs_diag_names(struct rs_sock *rs, struct sockaddr_storage *local,
 	} else if (rs->cm_id) {
 		memcpy(local, &rs->cm_id->route.addr.src_addr, sizeof(*local));
 	}
+map:
 	if (!local->ss_family)
 		local->ss_family = sk->sk_family == AF_INET6 ? AF_INET6 :
 							      AF_INET;
@@ -194,6 +202,8 @@ static void rs_diag_queues(struct rs_sock *rs, struct rdmastream_diag_msg *r)
 		r->rdiag_wqueue = READ_ONCE(sk->sk_max_ack_backlog);
 		return;
 	}
+	if (rs_fb_queues(rs, &r->rdiag_rqueue, &r->rdiag_wqueue))
+		return;
 	if (rs->flow.rx_size)
 		r->rdiag_rqueue = rs_rx_avail(rs);
 	r->rdiag_wqueue = rs->flow.tx_head - rs->flow.tx_done;

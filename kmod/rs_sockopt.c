@@ -25,6 +25,8 @@ static int rs_set_rdmastream(struct rs_sock *rs, int optname, int val)
 			return -EINVAL;
 		WRITE_ONCE(rs->dthresh, val);
 		return 0;
+	case RDMASTREAM_FALLBACK:
+		return rs_fb_setsockopt(rs, val);
 	case RDMASTREAM_INFO:
 		return -EOPNOTSUPP;	/* read-only */
 	default:
@@ -69,7 +71,8 @@ int rs_setsockopt(struct socket *sock, int level, int optname,
 	if (level == SOL_RDMASTREAM && optname == RDMASTREAM_INFO)
 		return -EOPNOTSUPP;
 	if (level == SOL_RDMASTREAM && optname != RDMASTREAM_POLICY &&
-	    optname != RDMASTREAM_DIRECT_THRESHOLD)
+	    optname != RDMASTREAM_DIRECT_THRESHOLD &&
+	    optname != RDMASTREAM_FALLBACK)
 		return -ENOPROTOOPT;
 	if (level != SOL_RDMASTREAM &&
 	    (level != SOL_TCP || optname != TCP_NODELAY))
@@ -147,6 +150,7 @@ void rs_info_fill(struct rs_sock *rs, struct rdmastream_info *info)
 	info->rsi_sq_kicks = rs->stats.kicks;
 	rs_info_direct(rs, info);
 	spin_unlock_bh(&rs->lock);
+	rs_fb_info(rs, info);
 }
 
 int rs_getsockopt(struct socket *sock, int level, int optname,
@@ -172,6 +176,8 @@ int rs_getsockopt(struct socket *sock, int level, int optname,
 	else if (level == SOL_RDMASTREAM &&
 		 optname == RDMASTREAM_DIRECT_THRESHOLD)
 		val = rs_threshold(rs);
+	else if (level == SOL_RDMASTREAM && optname == RDMASTREAM_FALLBACK)
+		val = READ_ONCE(rs->fb_mode);
 	else if (level == SOL_TCP && optname == TCP_NODELAY)
 		val = READ_ONCE(rs->nodelay);
 	else if (rs_v6only_opt(sock->sk, level, optname))

@@ -350,6 +350,10 @@ void rs_keepalive(struct sock *sk, int on)
 {
 	struct rs_sock *rs = rs_sk(sk);
 
+	if (rs_fbc(rs)) {
+		rs_fb_keepalive(rs, on);
+		return;
+	}
 	spin_lock_bh(&rs->lock);
 	if (on && rs->transport)
 		rs_probe_arm_locked(rs, rs_keepalive_secs * HZ);
@@ -487,12 +491,14 @@ int rs_wait_connect(struct rs_sock *rs, long *timeo)
 
 	int err;
 
-	while (sk->sk_state == TCP_SYN_SENT) {
+	/* ...or for the fallback to TCP (rs_fallback.c) */
+	while (sk->sk_state == TCP_SYN_SENT && !rs_fbc(rs)) {
 		err = rs_may_wait(*timeo);
 		if (err)
 			return err;
 		add_wait_queue(sk_sleep(sk), &wait);
-		sk_wait_event(sk, timeo, sk->sk_state != TCP_SYN_SENT, &wait);
+		sk_wait_event(sk, timeo, sk->sk_state != TCP_SYN_SENT ||
+			      rs_fbc(rs), &wait);
 		remove_wait_queue(sk_sleep(sk), &wait);
 	}
 	return 0;

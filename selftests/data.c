@@ -896,6 +896,7 @@ TEST_F(data, info)
 	double end;
 
 	RS_SKIP_TCP("SOL_RDMASTREAM");
+	RS_SKIP_FB("RDMA counters and rings");
 	settle(_metadata, self->c, self->s);
 	ASSERT_EQ(sizeof(ci0), get_info(self->c, &ci0))
 		TH_LOG("getsockopt: %s", strerror(errno));
@@ -969,6 +970,7 @@ TEST(bufsize_sizes_rings)
 	unsigned int r;
 
 	RS_SKIP_TCP("SOL_RDMASTREAM");
+	RS_SKIP_FB("RDMA counters and rings");
 	rs_watchdog(60);
 	ring_sizes(_metadata, 32 * 1024, &cs, &ss);
 	ring_sizes(_metadata, 512 * 1024, &cl, &sl);

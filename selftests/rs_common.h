@@ -356,16 +356,34 @@ static inline const char *rs_ntop(const void *sa, char *buf, size_t len)
 
 /* ---- sockets ---- */
 
+/*
+ * RS_FALLBACK=N (run-tests' fb:NAME): every socket made here gets
+ * RDMASTREAM_FALLBACK N (2: TCP forced, docs/fallback.md).
+ */
+static inline int rs_fallback_env(int fd)
+{
+	const char *v = getenv("RS_FALLBACK");
+	int mode;
+
+	if (fd >= 0 && v && *v && !rs.tcp) {
+		mode = atoi(v);
+		setsockopt(fd, SOL_RDMASTREAM, RDMASTREAM_FALLBACK, &mode,
+			   sizeof(mode));
+	}
+	return fd;
+}
+
 static inline int rs_socket(int flags)
 {
-	return socket(rs.family, SOCK_STREAM | flags, rs.protocol);
+	return rs_fallback_env(socket(rs.family, SOCK_STREAM | flags,
+				      rs.protocol));
 }
 
 /* A socket to be used with struct sockaddr_in6 addresses. */
 static inline int rs_socket6(int flags)
 {
-	return socket(rs.ip ? AF_INET6 : rs.family, SOCK_STREAM | flags,
-		      rs.protocol);
+	return rs_fallback_env(socket(rs.ip ? AF_INET6 : rs.family,
+				      SOCK_STREAM | flags, rs.protocol));
 }
 
 static inline int rs_setint(int fd, int level, int opt, int val)
@@ -973,6 +991,20 @@ static inline void rs_xfer_join(struct rs_xfer *x)
 #define RS_SKIP_TCP(why) do {						\
 	if (rs.tcp)							\
 		SKIP(return, "not applicable to TCP: %s", why);		\
+} while (0)
+
+/* Forced TCP fallback (run-tests' fb:NAME): the sockets run over TCP. */
+static inline bool rs_fb_forced(void)
+{
+	const char *v = getenv("RS_FALLBACK");
+
+	return !rs.tcp && v && atoi(v) == 2;
+}
+
+/* Not under forced TCP fallback: about RDMA itself (rings, counters). */
+#define RS_SKIP_FB(why) do {						\
+	if (rs_fb_forced())						\
+		SKIP(return, "over TCP (RS_FALLBACK=2): %s", why);	\
 } while (0)
 
 static inline bool rs_have_cmd(const char *cmd)

@@ -153,6 +153,26 @@ static const char *family_name(const struct rdmastream_diag_msg *r)
 	return "rdma";
 }
 
+
+/* Over TCP (docs/fallback.md): " fallback:<why>" */
+static void print_fallback(const struct rdmastream_info *i)
+{
+	static const char * const why[] = {
+		[RDMASTREAM_FB_FORCED] = "forced",
+		[RDMASTREAM_FB_NO_DEVICE] = "no_device",
+		[RDMASTREAM_FB_REJECTED] = "rejected",
+		[RDMASTREAM_FB_TIMEOUT] = "timeout",
+		[RDMASTREAM_FB_ACCEPTED] = "accepted",
+	};
+
+	if (!(i->rsi_flags & RDMASTREAM_INFO_F_FALLBACK))
+		return;
+	if (i->rsi_fallback < sizeof(why) / sizeof(why[0]) &&
+	    why[i->rsi_fallback])
+		printf(" fallback:%s", why[i->rsi_fallback]);
+	else
+		printf(" fallback:%u", i->rsi_fallback);
+}
 static void print_info(const struct rdmastream_info *i)
 {
 	const char *pol = i->rsi_policy < 3 ?
@@ -188,6 +208,7 @@ static void print_info(const struct rdmastream_info *i)
 	       i->rsi_flags & RDMASTREAM_INFO_F_FIN_SENT ? " fin_sent" : "",
 	       i->rsi_flags & RDMASTREAM_INFO_F_FIN_RCVD ? " fin_rcvd" : "",
 	       i->rsi_flags & RDMASTREAM_INFO_F_RESET ? " reset" : "");
+	print_fallback(i);
 }
 
 static void print_sock(const struct nlmsghdr *h)

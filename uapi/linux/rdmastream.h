@@ -54,6 +54,29 @@
  * default (module parameter direct_threshold).
  */
 #define RDMASTREAM_DIRECT_THRESHOLD	3
+/*
+ * int: transparent TCP fallback (docs/fallback.md), RDMASTREAM_FALLBACK_*.
+ * Set before connect() or listen(): EISCONN on a connected or connecting
+ * socket, EINVAL on a listener. The default is the module parameter
+ * "fallback".
+ */
+#define RDMASTREAM_FALLBACK	4
+
+enum {
+	RDMASTREAM_FALLBACK_NEVER = 0,	/* RDMA only: its errors, as ever */
+	RDMASTREAM_FALLBACK_AUTO = 1,	/* TCP when RDMA cannot be used */
+	RDMASTREAM_FALLBACK_FORCE = 2,	/* always TCP (tests, comparisons) */
+};
+
+/* Why a socket runs over TCP: rdmastream_info.rsi_fallback. */
+enum {
+	RDMASTREAM_FB_NONE = 0,		/* RDMA (or not connected) */
+	RDMASTREAM_FB_FORCED = 1,	/* RDMASTREAM_FALLBACK_FORCE */
+	RDMASTREAM_FB_NO_DEVICE = 2,	/* no RDMA device on the route */
+	RDMASTREAM_FB_REJECTED = 3,	/* the peer's CM: no rdmastream there */
+	RDMASTREAM_FB_TIMEOUT = 4,	/* the peer's CM silent (fallback_ms) */
+	RDMASTREAM_FB_ACCEPTED = 5,	/* accepted from a TCP client */
+};
 
 /*
  * Transfer policies. Dynamic (the default) writes straight into the
@@ -135,12 +158,16 @@ struct rdmastream_info {
 	__u64	rsi_direct_degrades;	/* times it went indirect: no ADVERT */
 	/* sizes grow only by appending after this point */
 	__u64	rsi_sq_kicks;		/* send queue silent for a second: kicked */
+	/* sizes grow only by appending after this point */
+	__u32	rsi_fallback;		/* RDMASTREAM_FB_*: over TCP, and why */
+	__u32	rsi_pad3;
 };
 
 #define RDMASTREAM_INFO_F_PEER_READY	(1U << 0) /* peer buffer known */
 #define RDMASTREAM_INFO_F_FIN_SENT	(1U << 1)
 #define RDMASTREAM_INFO_F_FIN_RCVD	(1U << 2)
 #define RDMASTREAM_INFO_F_RESET		(1U << 3)
+#define RDMASTREAM_INFO_F_FALLBACK	(1U << 4) /* over TCP (rsi_fallback) */
 
 /*
  * Socket diagnostics (sock_diag, NETLINK_SOCK_DIAG), as ss(8) uses for

@@ -1,0 +1,1024 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Transparent TCP fallback (docs/fallback.md), in the manner of net/smc:
+ * a socket that cannot use RDMA runs over an in-kernel TCP socket of its
+ * network namespace, created with sock_create_kern(), to the same address
+ * and port. Once it has fallen back (rs->fbc published), the socket's
+ * operations are forwarded to the TCP socket, and the TCP socket's
+ * callbacks wake our socket's waiters (poll and epoll wait on ours). A
+ * listener also listens on TCP, on the same address and port, and
+ * accept() returns either kind.
+ *
+ * Who decides: connect() itself when the mode is FORCE or rdma_cm fails
+ * at once; otherwise the CM handler (or the fallback_ms timer) only marks
+ * the attempt as abandoned (rs->fb_pending) and schedules the teardown,
+ * whose work destroys the cm id and then starts the TCP connect, without
+ * blocking (rs_fb_after_teardown()). Nothing here waits on a user.
+ *
+ * Locking: rs->fb is created and released under tlock; rs->fbc is
+ * published once (smp_store_release) and read locklessly (rs_fbc()); it
+ * stays valid until rs_release(), when no system call can run. The TCP
+ * socket's callbacks find us through sk_user_data under its
+ * sk_callback_lock, and are restored before the TCP socket is released.
+ */
+#include <linux/module.h>
+#include <linux/net.h>
+#include <linux/tcp.h>
+#include <linux/security.h>
+#include <net/inet_connection_sock.h>
+#include <net/sock.h>
+#include <net/tcp_states.h>
+#include <rdma/ib_cm.h>
+
+#include "rs.h"
+#include "../uapi/linux/rdmastream.h"
+
+static int rs_fallback_set(const char *val, const struct kernel_param *kp)
+{
+	int mode, ret;
+
+	ret = kstrtoint(val, 0, &mode);
+	if (ret)
+		return ret;
+	if (mode < RDMASTREAM_FALLBACK_NEVER ||
+	    mode > RDMASTREAM_FALLBACK_FORCE)
+		return -EINVAL;
+	WRITE_ONCE(*(int *)kp->arg, mode);
+	return 0;
+}
+
+static const struct kernel_param_ops rs_fallback_ops = {
+	.set = rs_fallback_set,
+	.get = param_get_int,
+};
+
+int rs_fallback_default = RDMASTREAM_FALLBACK_AUTO;
+module_param_cb(fallback, &rs_fallback_ops, &rs_fallback_default, 0644);
+MODULE_PARM_DESC(fallback,
+		 "TCP fallback of new sockets: 0 never, 1 when RDMA cannot be used (default), 2 always TCP");
+
+unsigned int rs_fallback_ms = 1000;
+module_param_named(fallback_ms, rs_fallback_ms, uint, 0644);
+MODULE_PARM_DESC(fallback_ms,
+		 "give up a silent CM handshake and fall back after this many ms (default 1000; 0: rdma_cm's own timeout)");
+
+static void rs_fb_timeout(struct work_struct *work);
+
+void rs_fb_init(struct rs_sock *rs)
+{
+	rs->fb_mode = READ_ONCE(rs_fallback_default);
+	INIT_DELAYED_WORK(&rs->fb_work, rs_fb_timeout);
+}
+
+/* The socket a callback of a TCP socket belongs to; NULL once unhooked. */
+static struct rs_sock *rs_fb_owner(struct sock *tsk)
+{
+	return __rcu_dereference_sk_user_data_with_flags(tsk,
+							 SK_USER_DATA_NOCOPY);
+}
+
+/*
+ * The callbacks: the TCP socket's own, then a wake-up of our waiters. A
+ * TCP child not yet accepted inherits the listener's data_ready with no
+ * owner (NOCOPY): nobody waits on it yet.
+ */
+static void rs_fb_data_ready(struct sock *tsk)
+{
+	struct rs_sock *rs;
+
+	rcu_read_lock();
+	read_lock_bh(&tsk->sk_callback_lock);
+	rs = rs_fb_owner(tsk);
+	if (rs) {
+		rs->fb_data_ready(tsk);
+		rs_wake(&rs->sk, EPOLLIN | EPOLLRDNORM);
+	}
+	read_unlock_bh(&tsk->sk_callback_lock);
+	rcu_read_unlock();
+}
+
+/*
+ * Only when TCP's own would wake a writer (it clears SOCK_NOSPACE, which
+ * its poll set): no EPOLLOUT edge that TCP would not give.
+ */
+static void rs_fb_write_space(struct sock *tsk)
+{
+	struct socket *sock = tsk->sk_socket;
+	struct rs_sock *rs;
+	bool nospace;
+
+	rcu_read_lock();
+	read_lock_bh(&tsk->sk_callback_lock);
+	rs = rs_fb_owner(tsk);
+	if (rs) {
+		nospace = sock && test_bit(SOCK_NOSPACE, &sock->flags);
+		rs->fb_write_space(tsk);
+		if (nospace && !test_bit(SOCK_NOSPACE, &sock->flags))
+			rs_wake(&rs->sk, EPOLLOUT | EPOLLWRNORM);
+	}
+	read_unlock_bh(&tsk->sk_callback_lock);
+	rcu_read_unlock();
+}
+
+/*
+ * Our sk_state mirrors the TCP socket's: diag, /proc counters, poll. A
+ * TCP handshake that fails is a failed attempt (AttemptFails).
+ */
+static void rs_fb_state_change(struct sock *tsk)
+{
+	struct rs_sock *rs;
+	int state;
+
+	rcu_read_lock();
+	read_lock_bh(&tsk->sk_callback_lock);
+	rs = rs_fb_owner(tsk);
+	if (rs) {
+		rs->fb_state_change(tsk);
+		state = inet_sk_state_load(tsk);
+		if (state == TCP_ESTABLISHED)
+			WRITE_ONCE(rs->established, true);
+		else if (state == TCP_CLOSE && !READ_ONCE(rs->established))
+			rs_stat_inc(&rs->sk, RS_EV_ATTEMPT_FAILS);
+		rs_set_state(&rs->sk, state);
+		rs_wake(&rs->sk, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLHUP |
+			EPOLLERR | EPOLLRDNORM | EPOLLWRNORM);
+	}
+	read_unlock_bh(&tsk->sk_callback_lock);
+	rcu_read_unlock();
+}
+
+/*
+ * SO_ERROR is read from our socket (the core's sock_getsockopt()): the
+ * TCP socket's error moves to ours, so that it is reported once, by
+ * whichever comes first (SO_ERROR, or a call: rs_fb_error()).
+ */
+static void rs_fb_error_report(struct sock *tsk)
+{
+	struct rs_sock *rs;
+	int err;
+
+	rcu_read_lock();
+	read_lock_bh(&tsk->sk_callback_lock);
+	rs = rs_fb_owner(tsk);
+	if (rs) {
+		rs->fb_error_report(tsk);
+		err = xchg(&tsk->sk_err, 0);
+		if (err)
+			WRITE_ONCE(rs->sk.sk_err, err);
+		rs_wake(&rs->sk, EPOLLERR);
+	}
+	read_unlock_bh(&tsk->sk_callback_lock);
+	rcu_read_unlock();
+}
+
+/*
+ * Take over the callbacks of tsk (all of them for a connection, only
+ * data_ready for a listener). data_ready, if given, is the TCP socket's
+ * own (an accepted child inherits the listener's hook instead).
+ */
+static void rs_fb_hook(struct rs_sock *rs, struct sock *tsk, bool listener,
+		       void (*data_ready)(struct sock *sk))
+{
+	write_lock_bh(&tsk->sk_callback_lock);
+	rs->fb_data_ready = data_ready ? : tsk->sk_data_ready;
+	rs->fb_write_space = tsk->sk_write_space;
+	rs->fb_state_change = tsk->sk_state_change;
+	rs->fb_error_report = tsk->sk_error_report;
+	__rcu_assign_sk_user_data_with_flags(tsk, rs, SK_USER_DATA_NOCOPY);
+	tsk->sk_data_ready = rs_fb_data_ready;
+	if (!listener) {
+		tsk->sk_write_space = rs_fb_write_space;
+		tsk->sk_state_change = rs_fb_state_change;
+		tsk->sk_error_report = rs_fb_error_report;
+	}
+	write_unlock_bh(&tsk->sk_callback_lock);
+}
+
+static void rs_fb_unhook(struct rs_sock *rs, struct sock *tsk)
+{
+	struct rs_sock *owner;
+
+	rcu_read_lock();
+	write_lock_bh(&tsk->sk_callback_lock);
+	owner = rs_fb_owner(tsk);
+	if (owner == rs) {
+		tsk->sk_data_ready = rs->fb_data_ready;
+		tsk->sk_write_space = rs->fb_write_space;
+		tsk->sk_state_change = rs->fb_state_change;
+		tsk->sk_error_report = rs->fb_error_report;
+		rcu_assign_sk_user_data(tsk, NULL);
+	}
+	write_unlock_bh(&tsk->sk_callback_lock);
+	rcu_read_unlock();
+}
+
+/*
+ * A closing TCP listener's children not yet accepted carry our
+ * data_ready (cloned from the listener) and could outlive the module
+ * (FIN_WAIT): accept them, give them TCP's own and reset them, as
+ * closing a listener resets its queue. After rs_fb_unhook() of the
+ * listener, so that no new child gets our callback.
+ */
+static void rs_fb_drain(struct rs_sock *rs, struct socket *ls)
+{
+	struct socket *c;
+
+	if (inet_sk_state_load(ls->sk) != TCP_LISTEN)
+		return;
+	while (!kernel_accept(ls, &c, O_NONBLOCK)) {
+		write_lock_bh(&c->sk->sk_callback_lock);
+		c->sk->sk_data_ready = rs->fb_data_ready;
+		write_unlock_bh(&c->sk->sk_callback_lock);
+		sock_set_flag(c->sk, SOCK_LINGER);
+		c->sk->sk_lingertime = 0;
+		sock_release(c);
+	}
+}
+
+/*
+ * poll() of a connection over TCP: TCP's, with our socket's error (moved
+ * here). A reset's error comes with its hang-up, as on RDMA: TCP's poll,
+ * which reads sk_err before tcp_done() has set the shutdown and the
+ * state, could show the error alone (poll.c's reset.poll_race).
+ */
+__poll_t rs_fb_poll(struct file *file, struct rs_sock *rs)
+{
+	struct socket *fb = rs_fbc(rs);
+	__poll_t mask;
+	int err;
+
+	mask = fb->ops->poll(file, fb, NULL);
+	err = READ_ONCE(rs->sk.sk_err) ? : READ_ONCE(fb->sk->sk_err);
+	if (err)
+		mask |= EPOLLERR;
+	if (err == ECONNRESET)
+		mask |= EPOLLHUP | EPOLLIN | EPOLLRDNORM | EPOLLRDHUP;
+	return mask;
+}
+
+/* The error moved from the TCP socket, reported (and cleared) once. */
+static int rs_fb_error(struct rs_sock *rs)
+{
+	return READ_ONCE(rs->sk.sk_err) ? sock_error(&rs->sk) : 0;
+}
+
+static void rs_fb_keepalive_on(struct sock *tsk, int on)
+{
+	lock_sock(tsk);
+	if (tsk->sk_prot->keepalive)
+		tsk->sk_prot->keepalive(tsk, on);
+	if (on)
+		sock_set_flag(tsk, SOCK_KEEPOPEN);
+	else
+		sock_reset_flag(tsk, SOCK_KEEPOPEN);
+	release_sock(tsk);
+}
+
+/* SO_KEEPALIVE on a fallen-back socket (rs_keepalive()). */
+void rs_fb_keepalive(struct rs_sock *rs, int on)
+{
+	rs_fb_keepalive_on(rs_fbc(rs)->sk, on);
+}
+
+/*
+ * The SOL_SOCKET options the core sets on our socket and TCP must obey:
+ * copied before each forwarded call (and at creation).
+ */
+static void rs_fb_sync(struct rs_sock *rs, struct sock *tsk)
+{
+	struct sock *sk = &rs->sk;
+
+	WRITE_ONCE(tsk->sk_rcvtimeo, READ_ONCE(sk->sk_rcvtimeo));
+	WRITE_ONCE(tsk->sk_sndtimeo, READ_ONCE(sk->sk_sndtimeo));
+	WRITE_ONCE(tsk->sk_rcvlowat, READ_ONCE(sk->sk_rcvlowat));
+	tsk->sk_lingertime = READ_ONCE(sk->sk_lingertime);
+	if (sock_flag(sk, SOCK_LINGER))
+		sock_set_flag(tsk, SOCK_LINGER);
+	else
+		sock_reset_flag(tsk, SOCK_LINGER);
+	if (sk->sk_userlocks & SOCK_SNDBUF_LOCK) {
+		tsk->sk_userlocks |= SOCK_SNDBUF_LOCK;
+		WRITE_ONCE(tsk->sk_sndbuf, READ_ONCE(sk->sk_sndbuf));
+	}
+	if (sk->sk_userlocks & SOCK_RCVBUF_LOCK) {
+		tsk->sk_userlocks |= SOCK_RCVBUF_LOCK;
+		WRITE_ONCE(tsk->sk_rcvbuf, READ_ONCE(sk->sk_rcvbuf));
+	}
+}
+
+/*
+ * A kernel TCP socket in our netns. Kernel sockets hold no reference on
+ * their netns, but a closed TCP socket may outlive ours (FIN_WAIT,
+ * TIME_WAIT) and its timers need it: take one, as MPTCP's subflows do.
+ */
+static int rs_fb_create(struct rs_sock *rs, int family)
+{
+	struct sock *sk = &rs->sk;
+	struct net *net = sock_net(sk);
+	struct socket *s;
+	struct sock *tsk;
+	int err;
+
+	err = sock_create_kern(net, family, SOCK_STREAM, IPPROTO_TCP, &s);
+	if (err)
+		return err;
+	tsk = s->sk;
+	lock_sock(tsk);
+	tsk->sk_net_refcnt = 1;
+	get_net_track(net, &tsk->ns_tracker, GFP_KERNEL);
+	sock_inuse_add(net, 1);
+	tsk->sk_reuse = sk->sk_reuse;
+	tsk->sk_bound_dev_if = sk->sk_bound_dev_if;
+	tsk->sk_mark = sk->sk_mark;
+	tsk->sk_priority = sk->sk_priority;
+	tsk->sk_ipv6only = sk->sk_ipv6only;
+	release_sock(tsk);
+	rs_fb_sync(rs, tsk);
+	if (READ_ONCE(rs->nodelay))
+		tcp_sock_set_nodelay(tsk);
+	if (sock_flag(sk, SOCK_KEEPOPEN))
+		rs_fb_keepalive_on(tsk, 1);
+	rs->fb = s;
+	return 0;
+}
+
+static int rs_fb_addr_len(const struct sockaddr *addr)
+{
+	return addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+					     sizeof(struct sockaddr_in);
+}
+
+/* The TCP socket's name for addr: v4-mapped on an AF_INET6 one. */
+static void rs_fb_addr_for(struct socket *s, struct sockaddr_storage *ss)
+{
+	if (s->sk->sk_family == AF_INET6 && ss->ss_family == AF_INET)
+		rs_map_addr(ss);
+}
+
+/* Drop the TCP socket, unless it is the connection; under tlock. */
+static struct socket *rs_fb_take(struct rs_sock *rs)
+{
+	struct socket *s = rs->fb;
+
+	rs->fb = NULL;
+	return s;
+}
+
+/*
+ * bind() reserves the TCP port as well (the port rdma_cm chose, when the
+ * user asked for 0), so that the listener can listen on both. Under
+ * lock_sock() and tlock, after a successful rdma_bind_addr().
+ */
+int rs_fb_bind(struct rs_sock *rs, struct sockaddr *addr)
+{
+	struct sockaddr_storage ss = { };
+	struct socket *s;
+	int err;
+
+	if (READ_ONCE(rs->fb_mode) == RDMASTREAM_FALLBACK_NEVER || rs->fb)
+		return 0;
+	memcpy(&ss, &rs->cm_id->route.addr.src_addr,
+	       rs_fb_addr_len((struct sockaddr *)&rs->cm_id->route.addr.src_addr));
+	err = rs_fb_create(rs, addr->sa_family == AF_INET6 ||
+			   rs->sk.sk_family == AF_INET6 ? AF_INET6 : AF_INET);
+	if (err)
+		return err;
+	rs_fb_addr_for(rs->fb, &ss);
+	err = kernel_bind(rs->fb, (struct sockaddr *)&ss,
+			  rs_fb_addr_len((struct sockaddr *)&ss));
+	if (err) {
+		s = rs_fb_take(rs);
+		sock_release(s);
+	}
+	return err;
+}
+
+/*
+ * listen(), before rdma_listen(): the TCP port of a socket bound without
+ * it (autobound, or fallback allowed only since), none with fallback
+ * forbidden. Under lock_sock() and tlock.
+ */
+int rs_fb_reserve(struct rs_sock *rs)
+{
+	if (READ_ONCE(rs->fb_mode) == RDMASTREAM_FALLBACK_NEVER) {
+		if (rs->fb)
+			sock_release(rs_fb_take(rs));
+		return 0;
+	}
+	if (rs->fb)
+		return 0;
+	return rs_fb_bind(rs, (struct sockaddr *)
+			  &rs->cm_id->route.addr.src_addr);
+}
+
+/*
+ * listen(), after rdma_listen(): the TCP listener next to the RDMA one.
+ * Under lock_sock() and tlock.
+ */
+int rs_fb_listen(struct rs_sock *rs, int backlog)
+{
+	int err;
+
+	if (!rs->fb)
+		return 0;
+	err = kernel_listen(rs->fb, backlog);
+	if (err)
+		return err;
+	rs_fb_hook(rs, rs->fb->sk, true, NULL);
+	return 0;
+}
+
+bool rs_fb_accept_ready(struct rs_sock *rs)
+{
+	struct socket *s = READ_ONCE(rs->fb);
+
+	return s && inet_sk_state_load(s->sk) == TCP_LISTEN &&
+	       !reqsk_queue_empty(&inet_csk(s->sk)->icsk_accept_queue);
+}
+
+__poll_t rs_fb_listen_poll(struct rs_sock *rs)
+{
+	return rs_fb_accept_ready(rs) ? EPOLLIN | EPOLLRDNORM : 0;
+}
+
+/* What an accepted socket inherits from its listener, as TCP's does. */
+static void rs_fb_child_copy(struct sock *sk, const struct sock *lsk)
+{
+	sk->sk_rcvbuf = lsk->sk_rcvbuf;
+	sk->sk_sndbuf = lsk->sk_sndbuf;
+	sk->sk_userlocks = lsk->sk_userlocks;
+	sk->sk_rcvtimeo = lsk->sk_rcvtimeo;
+	sk->sk_sndtimeo = lsk->sk_sndtimeo;
+	sk->sk_lingertime = lsk->sk_lingertime;
+	WRITE_ONCE(sk->sk_rcvlowat, READ_ONCE(lsk->sk_rcvlowat));
+	if (sock_flag(lsk, SOCK_LINGER))
+		sock_set_flag(sk, SOCK_LINGER);
+	if (sock_flag(lsk, SOCK_KEEPOPEN))
+		sock_set_flag(sk, SOCK_KEEPOPEN);
+	sk->sk_ipv6only = lsk->sk_ipv6only;
+}
+
+/*
+ * accept() of a TCP client: a socket of ours around the TCP child.
+ * -EAGAIN when none is queued. Under the listener's lock_sock().
+ */
+int rs_fb_accept(struct rs_sock *lrs, struct socket *newsock)
+{
+	struct sock *lsk = &lrs->sk;
+	struct socket *tcp;
+	struct rs_sock *rs;
+	struct sock *sk;
+	int err;
+
+	if (!lrs->fb || !rs_fb_accept_ready(lrs))
+		return -EAGAIN;
+	err = kernel_accept(lrs->fb, &tcp, O_NONBLOCK);
+	if (err)
+		return err;
+	sk = rs_sock_alloc(sock_net(lsk), lsk, NULL, 0);
+	if (!sk) {
+		sock_release(tcp);
+		return -ENOMEM;
+	}
+	security_sk_clone(lsk, sk);
+	rs_fb_child_copy(sk, lsk);
+	rs = rs_sk(sk);
+	rs->v4mapped = lrs->v4mapped;
+	rs->nodelay = lrs->nodelay;
+	rs->fb = tcp;
+	rs->fb_reason = RDMASTREAM_FB_ACCEPTED;
+	rs_fb_hook(rs, tcp->sk, false, lrs->fb_data_ready);
+	rs->established = true;
+	rs_set_state(sk, inet_sk_state_load(tcp->sk));
+	tcp->state = SS_CONNECTED;
+	/* pairs with rs_fbc(): the TCP socket is hooked and complete */
+	smp_store_release(&rs->fbc, tcp);
+	rs_stat_inc(lsk, RS_EV_FB_ACCEPTED);
+	lock_sock_nested(sk, SINGLE_DEPTH_NESTING);
+	sock_graft(sk, newsock);
+	newsock->state = SS_CONNECTED;
+	release_sock(sk);
+	return 0;
+}
+
+static const enum rs_ev rs_fb_ev[] = {
+	[RDMASTREAM_FB_FORCED] = RS_EV_FB_FORCED,
+	[RDMASTREAM_FB_NO_DEVICE] = RS_EV_FB_NO_DEVICE,
+	[RDMASTREAM_FB_REJECTED] = RS_EV_FB_REJECTED,
+	[RDMASTREAM_FB_TIMEOUT] = RS_EV_FB_TIMEOUT,
+	[RDMASTREAM_FB_ACCEPTED] = RS_EV_FB_ACCEPTED,
+};
+
+/*
+ * The TCP socket becomes the connection; ops forward from now on. Under
+ * tlock. A bound TCP socket (rs_fb_bind()) is used as it is.
+ */
+static int rs_fb_prepare(struct rs_sock *rs, const struct sockaddr *addr,
+			 u8 reason)
+{
+	int err;
+
+	if (rs->fb_closed)
+		return -EBADF;
+	if (!rs->fb) {
+		err = rs_fb_create(rs, addr->sa_family);
+		if (err)
+			return err;
+	}
+	memset(&rs->fb_dst, 0, sizeof(rs->fb_dst));
+	memcpy(&rs->fb_dst, addr, rs_fb_addr_len(addr));
+	rs_fb_addr_for(rs->fb, &rs->fb_dst);
+	rs->fb_reason = reason;
+	rs_fb_hook(rs, rs->fb->sk, false, NULL);
+	/* pairs with rs_fbc(): the TCP socket is hooked and complete */
+	smp_store_release(&rs->fbc, rs->fb);
+	rs_stat_inc(&rs->sk, rs_fb_ev[reason]);
+	return 0;
+}
+
+/*
+ * Our state from TCP's where no callback says it (SYN_SENT); the write
+ * lock keeps rs_fb_state_change() from slipping a newer one in between.
+ */
+static void rs_fb_mirror(struct rs_sock *rs, struct socket *fb)
+{
+	write_lock_bh(&fb->sk->sk_callback_lock);
+	rs_set_state(&rs->sk, inet_sk_state_load(fb->sk));
+	write_unlock_bh(&fb->sk->sk_callback_lock);
+}
+
+/*
+ * connect() of a fallen-back socket: TCP's, with its errnos and waits
+ * (EINPROGRESS, EALREADY, EISCONN, ECONNREFUSED...). addr is the new
+ * destination for a TCP socket that may connect again; a connecting or
+ * connected one ignores it, as TCP does. Without lock_sock().
+ */
+int rs_fb_connect(struct rs_sock *rs, struct sockaddr *addr, int flags)
+{
+	struct socket *fb = rs_fbc(rs);
+	struct sockaddr_storage ss = { };
+	int err;
+
+	memcpy(&ss, addr ? addr : (struct sockaddr *)&rs->fb_dst,
+	       rs_fb_addr_len(addr ? addr : (struct sockaddr *)&rs->fb_dst));
+	rs_fb_addr_for(fb, &ss);
+	rs_fb_sync(rs, fb->sk);
+	err = fb->ops->connect(fb, (struct sockaddr *)&ss,
+			       rs_fb_addr_len((struct sockaddr *)&ss), flags);
+	if (rs->sk.sk_socket)
+		rs->sk.sk_socket->state = fb->state;
+	/* the error moved to us (rs_fb_error_report()): TCP says ABORTED */
+	if (err == -ECONNABORTED && READ_ONCE(rs->sk.sk_err))
+		err = rs_fb_error(rs);
+	rs_fb_mirror(rs, fb);
+	return err;
+}
+
+/*
+ * connect() in process context: forced TCP, or rdma_cm refused at once
+ * for want of a device (err from rdma_resolve_addr()). Returns 1 when
+ * the socket is now over TCP (the caller forwards the connect), 0 to go
+ * on with RDMA (or report err), or a negative errno. Under lock_sock().
+ */
+int rs_fb_connect_start(struct rs_sock *rs, struct sockaddr *addr, int err)
+{
+	int mode = READ_ONCE(rs->fb_mode);
+	u8 reason;
+
+	if (!err && mode == RDMASTREAM_FALLBACK_FORCE)
+		reason = RDMASTREAM_FB_FORCED;
+	else if (mode == RDMASTREAM_FALLBACK_AUTO &&
+		 (err == -ENETUNREACH || err == -EADDRNOTAVAIL ||
+		  err == -ENODEV))
+		reason = RDMASTREAM_FB_NO_DEVICE;
+	else
+		return 0;
+	mutex_lock(&rs->tlock);
+	err = rs_fb_prepare(rs, addr, reason);
+	mutex_unlock(&rs->tlock);
+	if (err)
+		return err;
+	/* an attempt rs_connect_start() did not count */
+	rs_stat_inc(&rs->sk, RS_EV_ACTIVE_OPENS);
+	return 1;
+}
+
+/* The fallback_ms bound on a CM handshake: armed by connect(). */
+void rs_fb_arm(struct rs_sock *rs)
+{
+	unsigned int ms = READ_ONCE(rs_fallback_ms);
+
+	if (!ms || READ_ONCE(rs->fb_mode) != RDMASTREAM_FALLBACK_AUTO)
+		return;
+	sock_hold(&rs->sk);
+	if (!mod_delayed_work(rs_wq, &rs->fb_work, msecs_to_jiffies(ms)))
+		return;
+	sock_put(&rs->sk);	/* it was pending: it holds one already */
+}
+
+/*
+ * Abandon the CM attempt for TCP: the teardown destroys the id and then
+ * starts the TCP connect (rs_fb_after_teardown()). The state stays
+ * SYN_SENT, so connect() and poll() keep waiting. Under tlock.
+ */
+static void rs_fb_abandon(struct rs_sock *rs, u8 reason)
+{
+	rs->fb_pending = true;
+	rs->fb_reason = reason;
+	spin_lock_bh(&rs->lock);
+	rs_schedule_teardown(rs);
+	spin_unlock_bh(&rs->lock);
+}
+
+/*
+ * Has the peer answered? rdma_cm moves our QP to RTR when the REP
+ * arrives, before it sends the RTU that establishes the passive side:
+ * abandoning then would leave the listener a connection that is reset
+ * at once. Under tlock (the transport stays).
+ */
+static bool rs_fb_answered(struct rs_sock *rs)
+{
+	struct ib_qp_init_attr init;
+	struct ib_qp_attr attr;
+
+	if (!rs->transport || !rs->qp)
+		return false;
+	if (ib_query_qp(rs->qp, &attr, IB_QP_STATE, &init))
+		return false;
+	return attr.qp_state != IB_QPS_RESET && attr.qp_state != IB_QPS_INIT;
+}
+
+static void rs_fb_timeout(struct work_struct *work)
+{
+	struct rs_sock *rs = container_of(to_delayed_work(work),
+					  struct rs_sock, fb_work);
+	struct sock *sk = &rs->sk;
+	bool silent;
+
+	mutex_lock(&rs->tlock);
+	spin_lock_bh(&rs->lock);
+	silent = !rs->torn && rs->cm_id && !rs->established &&
+		 !rs->parent && sk->sk_state == TCP_SYN_SENT;
+	spin_unlock_bh(&rs->lock);
+	if (silent && READ_ONCE(rs->fb_mode) == RDMASTREAM_FALLBACK_AUTO &&
+	    !rs_fb_answered(rs))
+		rs_fb_abandon(rs, RDMASTREAM_FB_TIMEOUT);
+	mutex_unlock(&rs->tlock);
+	sock_put(sk);
+}
+
+/* A REJ from an rdmastream listener carries our reject data. */
+static bool rs_fb_rej_ours(const struct rdma_cm_event *ev)
+{
+	const struct rs_cm_rej *rej = ev->param.conn.private_data;
+
+	return ev->status == IB_CM_REJ_CONSUMER_DEFINED && rej &&
+	       ev->param.conn.private_data_len >= sizeof(*rej) &&
+	       rej->version == RS_PROTO_VERSION;
+}
+
+/* Why a failed CM event means "no RDMA there" rather than an error. */
+static u8 rs_fb_reason_of(const struct rdma_cm_event *ev)
+{
+	switch (ev->event) {
+	case RDMA_CM_EVENT_ADDR_ERROR:
+	case RDMA_CM_EVENT_ROUTE_ERROR:
+		/* no device for the route; a silent neighbour is an error */
+		if (ev->status == -ENODEV || ev->status == -EADDRNOTAVAIL ||
+		    ev->status == -ENETUNREACH || ev->status == -EPROTONOSUPPORT)
+			return RDMASTREAM_FB_NO_DEVICE;
+		return RDMASTREAM_FB_NONE;
+	case RDMA_CM_EVENT_REJECTED:
+		/* a listener of ours refusing is a refusal (ECONNREFUSED) */
+		return rs_fb_rej_ours(ev) ? RDMASTREAM_FB_NONE :
+					    RDMASTREAM_FB_REJECTED;
+	case RDMA_CM_EVENT_UNREACHABLE:
+		return RDMASTREAM_FB_TIMEOUT;
+	default:
+		return RDMASTREAM_FB_NONE;
+	}
+}
+
+/*
+ * From the CM handler, under tlock, for an event that fails the active
+ * open: true when the socket falls back instead of failing.
+ */
+bool rs_fb_cm_fail(struct rs_sock *rs, struct rdma_cm_event *ev, int err)
+{
+	u8 reason;
+
+	if (rs->parent || rs->sk.sk_state != TCP_SYN_SENT ||
+	    READ_ONCE(rs->fb_mode) != RDMASTREAM_FALLBACK_AUTO)
+		return false;
+	reason = ev ? rs_fb_reason_of(ev) : RDMASTREAM_FB_NO_DEVICE;
+	if (!reason)
+		return false;
+	rs_fb_abandon(rs, reason);
+	return true;
+}
+
+/*
+ * End of the teardown work of an abandoned attempt: the cm id is gone;
+ * start the TCP connect without waiting (the user's connect() or poll()
+ * waits). Work context; never lock_sock().
+ */
+void rs_fb_after_teardown(struct rs_sock *rs)
+{
+	struct sock *sk = &rs->sk;
+	struct sockaddr_storage dst;
+	int err;
+
+	if (!READ_ONCE(rs->fb_pending))
+		return;
+	mutex_lock(&rs->tlock);
+	rs->fb_pending = false;
+	memcpy(&dst, &rs->fb_dst, sizeof(dst));
+	err = rs_fb_prepare(rs, (struct sockaddr *)&dst, rs->fb_reason);
+	if (!err) {
+		err = kernel_connect(rs->fbc, (struct sockaddr *)&rs->fb_dst,
+				     rs_fb_addr_len((struct sockaddr *)
+						    &rs->fb_dst), O_NONBLOCK);
+		if (err == -EINPROGRESS)
+			err = 0;
+	}
+	if (err == -EBADF) {		/* closed meanwhile */
+		mutex_unlock(&rs->tlock);
+		return;
+	}
+	if (!err) {
+		/* TCP's callbacks wake our waiters from now on */
+		rs_fb_mirror(rs, rs->fbc);
+		mutex_unlock(&rs->tlock);
+		return;
+	}
+	WRITE_ONCE(sk->sk_err, -err);
+	rs_set_state(sk, TCP_CLOSE);
+	mutex_unlock(&rs->tlock);
+	sk->sk_state_change(sk);
+	sk_error_report(sk);
+}
+
+/* connect() remembers where a fallback goes (the unmapped address). */
+void rs_fb_set_dst(struct rs_sock *rs, const struct sockaddr *addr)
+{
+	memset(&rs->fb_dst, 0, sizeof(rs->fb_dst));
+	memcpy(&rs->fb_dst, addr, rs_fb_addr_len(addr));
+}
+
+/*
+ * A blocking call on a socket whose handshake may still fall back: wait
+ * until it is decided (connected, failed, or over TCP). False when the
+ * wait was cut short (signal, timeout): the caller goes on as before.
+ */
+bool rs_fb_wait(struct rs_sock *rs, long *timeo)
+{
+	struct sock *sk = &rs->sk;
+	long left;
+
+	if (inet_sk_state_load(sk) != TCP_SYN_SENT || rs_fbc(rs) || !*timeo ||
+	    READ_ONCE(rs->fb_mode) != RDMASTREAM_FALLBACK_AUTO)
+		return true;
+	left = wait_event_interruptible_timeout(*sk_sleep(sk),
+			inet_sk_state_load(sk) != TCP_SYN_SENT || rs_fbc(rs),
+			*timeo);
+	if (left <= 0)
+		return false;
+	*timeo = left;
+	return true;
+}
+
+/*
+ * A listener stops listening (shutdown(SHUT_RD)): so does its TCP one,
+ * its queue reset; listen() may start it again. Under lock_sock().
+ */
+void rs_fb_stop_listen(struct rs_sock *rs)
+{
+	struct socket *s = rs->fb;
+
+	if (!s || inet_sk_state_load(s->sk) != TCP_LISTEN)
+		return;
+	rs_fb_unhook(rs, s->sk);
+	rs_fb_drain(rs, s);
+	kernel_sock_shutdown(s, SHUT_RD);
+}
+
+/* close(): the TCP socket goes (with SO_LINGER as set on ours). */
+void rs_fb_release(struct rs_sock *rs)
+{
+	struct socket *s;
+
+	if (cancel_delayed_work_sync(&rs->fb_work))
+		sock_put(&rs->sk);
+	mutex_lock(&rs->tlock);
+	rs->fb_closed = true;
+	rs->fb_pending = false;
+	s = rs_fb_take(rs);
+	mutex_unlock(&rs->tlock);
+	if (!s)
+		return;
+	rs_fb_unhook(rs, s->sk);
+	rs_fb_drain(rs, s);
+	rs_fb_sync(rs, s->sk);
+	sock_release(s);
+}
+
+void rs_fb_info(struct rs_sock *rs, struct rdmastream_info *info)
+{
+	struct socket *fb = rs_fbc(rs);
+	struct tcp_sock *tp;
+
+	if (!fb)
+		return;
+	tp = tcp_sk(fb->sk);
+	info->rsi_fallback = rs->fb_reason;
+	info->rsi_flags |= RDMASTREAM_INFO_F_FALLBACK;
+	info->rsi_state = inet_sk_state_load(fb->sk);
+	info->rsi_flags &= RDMASTREAM_INFO_F_FALLBACK;
+	if (rs_state_open(info->rsi_state))
+		info->rsi_flags |= RDMASTREAM_INFO_F_PEER_READY;
+	if (READ_ONCE(fb->sk->sk_shutdown) & SEND_SHUTDOWN)
+		info->rsi_flags |= RDMASTREAM_INFO_F_FIN_SENT;
+	if (sock_flag(fb->sk, SOCK_DONE))
+		info->rsi_flags |= RDMASTREAM_INFO_F_FIN_RCVD;
+	if (READ_ONCE(rs->sk.sk_err) == ECONNRESET)
+		info->rsi_flags |= RDMASTREAM_INFO_F_RESET;
+	info->rsi_bytes_sent = READ_ONCE(tp->bytes_sent);
+	/* bytes_acked counts the SYN's sequence number too */
+	info->rsi_bytes_acked = min(READ_ONCE(tp->bytes_acked),
+				    READ_ONCE(tp->bytes_sent));
+	info->rsi_bytes_received = READ_ONCE(tp->bytes_received);
+	info->rsi_bytes_read = READ_ONCE(tp->bytes_received) -
+			       (READ_ONCE(tp->rcv_nxt) -
+				READ_ONCE(tp->copied_seq));
+}
+
+/* RDMASTREAM_FALLBACK: before connect() or listen(), as TCP's options. */
+int rs_fb_setsockopt(struct rs_sock *rs, int val)
+{
+	struct sock *sk = &rs->sk;
+	int err = 0;
+
+	if (val < RDMASTREAM_FALLBACK_NEVER || val > RDMASTREAM_FALLBACK_FORCE)
+		return -EINVAL;
+	lock_sock(sk);
+	if (rs->listener)
+		err = -EINVAL;
+	else if (sk->sk_state != TCP_CLOSE || rs_fbc(rs) || rs->torn)
+		err = -EISCONN;
+	else
+		WRITE_ONCE(rs->fb_mode, val);
+	release_sock(sk);
+	return err;
+}
+
+/*
+ * The forwarding of data-path calls. A call that finds the handshake
+ * undecided and may block waits for the decision first (rs_fb_wait()).
+ */
+int rs_fb_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
+{
+	struct rs_sock *rs = rs_sk(sock->sk);
+	long timeo = sock_sndtimeo(sock->sk, msg->msg_flags & MSG_DONTWAIT);
+	struct socket *fb;
+	int ret;
+
+	rs_fb_wait(rs, &timeo);
+	fb = rs_fbc(rs);
+	if (!fb)
+		return rs_sendmsg(sock, msg, len);
+	ret = rs_fb_error(rs);
+	if (ret)
+		return ret;
+	rs_fb_sync(rs, fb->sk);
+	return fb->ops->sendmsg(fb, msg, len);
+}
+
+int rs_fb_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
+			 int flags)
+{
+	struct rs_sock *rs = rs_sk(sock->sk);
+	long timeo = sock_rcvtimeo(sock->sk, flags & MSG_DONTWAIT);
+	struct socket *fb;
+	int ret;
+
+	rs_fb_wait(rs, &timeo);
+	fb = rs_fbc(rs);
+	if (!fb)
+		return rs_recvmsg(sock, msg, len, flags);
+	/* queued data first, then the error, as tcp_recvmsg() */
+	if (skb_queue_empty_lockless(&fb->sk->sk_receive_queue)) {
+		ret = rs_fb_error(rs);
+		if (ret)
+			return ret;
+	}
+	rs_fb_sync(rs, fb->sk);
+	ret = fb->ops->recvmsg(fb, msg, len, flags);
+	/* a reset that arrived while it waited ended it as EOF */
+	if (!ret && len)
+		ret = rs_fb_error(rs);
+	return ret;
+}
+
+ssize_t rs_fb_sendpage(struct socket *sock, struct page *page,
+			      int offset, size_t size, int flags)
+{
+	struct rs_sock *rs = rs_sk(sock->sk);
+	long timeo = sock_sndtimeo(sock->sk, flags & MSG_DONTWAIT);
+	struct socket *fb;
+
+	rs_fb_wait(rs, &timeo);
+	fb = rs_fbc(rs);
+	if (!fb)
+		return rs_sendpage(sock, page, offset, size, flags);
+	if (READ_ONCE(rs->sk.sk_err))
+		return rs_fb_error(rs);
+	rs_fb_sync(rs, fb->sk);
+	return fb->ops->sendpage(fb, page, offset, size, flags);
+}
+
+int rs_fb_shutdown(struct socket *sock, int how)
+{
+	struct socket *fb = rs_fbc(rs_sk(sock->sk));
+
+	if (!fb)
+		return rs_shutdown(sock, how);
+	return fb->ops->shutdown(fb, how);
+}
+
+/* SOL_RDMASTREAM stays ours; SOL_TCP, SOL_IP... go to TCP once over it. */
+int rs_fb_set(struct socket *sock, int level, int optname,
+		     sockptr_t optval, unsigned int optlen)
+{
+	struct socket *fb = rs_fbc(rs_sk(sock->sk));
+
+	if (!fb || level == SOL_RDMASTREAM)
+		return rs_setsockopt(sock, level, optname, optval, optlen);
+	return fb->ops->setsockopt(fb, level, optname, optval, optlen);
+}
+
+int rs_fb_get(struct socket *sock, int level, int optname,
+		     char __user *optval, int __user *optlen)
+{
+	struct socket *fb = rs_fbc(rs_sk(sock->sk));
+
+	if (!fb || level == SOL_RDMASTREAM)
+		return rs_getsockopt(sock, level, optname, optval, optlen);
+	return fb->ops->getsockopt(fb, level, optname, optval, optlen);
+}
+
+/*
+ * sock_diag of a socket over TCP: the TCP connection's names (as
+ * getsockname()/getpeername() give them, unmapped) and queues. False
+ * when the socket is not over TCP. Lockless, under our rs->lock.
+ */
+bool rs_fb_names(struct rs_sock *rs, struct sockaddr_storage *local,
+		 struct sockaddr_storage *peer)
+{
+	struct socket *fb = rs_fbc(rs);
+	struct sockaddr_in6 *l6 = (struct sockaddr_in6 *)local;
+	struct sockaddr_in6 *p6 = (struct sockaddr_in6 *)peer;
+	struct sockaddr_in *l = (struct sockaddr_in *)local;
+	struct sockaddr_in *p = (struct sockaddr_in *)peer;
+	struct inet_sock *inet;
+	bool connected;
+
+	if (!fb)
+		return false;
+	inet = inet_sk(fb->sk);
+	connected = inet->inet_dport &&
+		    inet_sk_state_load(fb->sk) != TCP_CLOSE;
+	if (fb->sk->sk_family == AF_INET6) {
+		l6->sin6_family = AF_INET6;
+		l6->sin6_port = inet->inet_sport;
+		l6->sin6_addr = fb->sk->sk_v6_rcv_saddr;
+		if (!connected)
+			return true;
+		p6->sin6_family = AF_INET6;
+		p6->sin6_port = inet->inet_dport;
+		p6->sin6_addr = fb->sk->sk_v6_daddr;
+		return true;
+	}
+	l->sin_family = AF_INET;
+	l->sin_port = inet->inet_sport;
+	l->sin_addr.s_addr = inet->inet_rcv_saddr;
+	if (!connected)
+		return true;
+	p->sin_family = AF_INET;
+	p->sin_port = inet->inet_dport;
+	p->sin_addr.s_addr = inet->inet_daddr;
+	return true;
+}
+
+bool rs_fb_queues(struct rs_sock *rs, u32 *rqueue, u32 *wqueue)
+{
+	struct socket *fb = rs_fbc(rs);
+	const struct tcp_sock *tp;
+
+	if (!fb)
+		return false;
+	tp = tcp_sk(fb->sk);
+	*rqueue = max_t(int, READ_ONCE(tp->rcv_nxt) -
+			READ_ONCE(tp->copied_seq), 0);
+	*wqueue = READ_ONCE(tp->write_seq) - READ_ONCE(tp->snd_una);
+	return true;
+}

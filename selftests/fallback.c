@@ -1,0 +1,609 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Transparent TCP fallback (docs/fallback.md): an rdmastream client of a
+ * plain TCP server, a plain TCP client of an rdmastream listener, both
+ * kinds on one listener, RDMASTREAM_FALLBACK 0/1/2 and the fallback=
+ * module parameter, non-blocking connect, poll/epoll, shutdown, linger,
+ * and the TCP port a bind reserves. Both routes (RS_FAMILY=inet); there is
+ * nothing to check against TCP itself (the binary skips with tcp).
+ */
+#include "rs_common.h"
+
+#include <sys/epoll.h>
+#include <rdma/rdma_cma.h>
+
+#define FB_BYTES	(1 << 20)
+
+/* A plain kernel TCP socket (never rdmastream). */
+static int tcp_socket(void)
+{
+	return socket(AF_INET, SOCK_STREAM, IPPROTO_TCP);
+}
+
+static int tcp_listener(struct __test_metadata *_metadata,
+			struct sockaddr_in *sin)
+{
+	socklen_t len = sizeof(*sin);
+	int fd = tcp_socket();
+
+	ASSERT_GE(fd, 0);
+	rs_sin(sin, rs.addr, 0);
+	ASSERT_EQ(0, bind(fd, (struct sockaddr *)sin, sizeof(*sin)));
+	ASSERT_EQ(0, listen(fd, 8));
+	ASSERT_EQ(0, getsockname(fd, (struct sockaddr *)sin, &len));
+	return fd;
+}
+
+static int fb_socket(int mode)
+{
+	int fd = rs_socket(0);
+
+	if (fd >= 0 && mode >= 0 &&
+	    rs_setint(fd, SOL_RDMASTREAM, RDMASTREAM_FALLBACK, mode)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int fb_info(int fd, struct rdmastream_info *info)
+{
+	socklen_t len = sizeof(*info);
+
+	memset(info, 0, sizeof(*info));
+	return getsockopt(fd, SOL_RDMASTREAM, RDMASTREAM_INFO, info, &len);
+}
+
+/* rsi_fallback of fd, or -1. */
+static int fb_reason(int fd)
+{
+	struct rdmastream_info info;
+
+	if (fb_info(fd, &info))
+		return -1;
+	if (!!info.rsi_fallback != !!(info.rsi_flags &
+				      RDMASTREAM_INFO_F_FALLBACK))
+		return -2;
+	return info.rsi_fallback;
+}
+
+struct fb_send {
+	int fd;
+	size_t n;
+	uint64_t key;
+};
+
+static void *fb_sender(void *arg)
+{
+	struct fb_send *s = arg;
+	char *buf = malloc(s->n);
+
+	if (!buf)
+		return (void *)-1L;
+	rs_pat_fill(buf, s->n, s->key, 0);
+	if (rs_send_all(s->fd, buf, s->n, 0) != (ssize_t)s->n) {
+		free(buf);
+		return (void *)-1L;
+	}
+	free(buf);
+	return NULL;
+}
+
+/* n pattern bytes from a to b, then from b to a: byte-exact. */
+static void fb_both_ways(struct __test_metadata *_metadata, int a, int b,
+			 size_t n)
+{
+	struct fb_send s = { .fd = a, .n = n, .key = 11 };
+	pthread_t t;
+	void *ret;
+
+	ASSERT_EQ(0, pthread_create(&t, NULL, fb_sender, &s));
+	rs_recv_pat(_metadata, b, n, 11, 0);
+	ASSERT_EQ(0, pthread_join(t, &ret));
+	ASSERT_EQ(NULL, ret);
+	s.fd = b;
+	s.key = 12;
+	ASSERT_EQ(0, pthread_create(&t, NULL, fb_sender, &s));
+	rs_recv_pat(_metadata, a, n, 12, 0);
+	ASSERT_EQ(0, pthread_join(t, &ret));
+	ASSERT_EQ(NULL, ret);
+}
+
+static long long fb_sent_pkts(void)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path),
+		 "/sys/class/infiniband/%s/ports/1/hw_counters/sent_pkts",
+		 rs.rdmadev);
+	return rs_read_ll(path);
+}
+
+/* A counter of a "Prefix: names" / "Prefix: values" file, or -1. */
+static long long fb_stat(const char *file, const char *prefix,
+			 const char *field)
+{
+	char names[2048], values[2048], *n, *v, *sn, *sv;
+	long long r = -1;
+	FILE *f = fopen(file, "r");
+
+	if (!f)
+		return -1;
+	while (fgets(names, sizeof(names), f)) {
+		if (strncmp(names, prefix, strlen(prefix)) ||
+		    !fgets(values, sizeof(values), f))
+			continue;
+		n = strtok_r(names, " \n", &sn);
+		v = strtok_r(values, " \n", &sv);
+		while ((n = strtok_r(NULL, " \n", &sn)) &&
+		       (v = strtok_r(NULL, " \n", &sv)))
+			if (!strcmp(n, field))
+				r = atoll(v);
+		break;
+	}
+	fclose(f);
+	return r;
+}
+
+static long long fb_tcp(const char *field)
+{
+	return fb_stat("/proc/net/snmp", "Tcp:", field);
+}
+
+static long long fb_rs(const char *field)
+{
+	return fb_stat("/proc/net/rdmastream_stat", "RdmaStream:", field);
+}
+
+FIXTURE(fb) {
+	long long param;	/* fallback= at the start, restored */
+	long long ms;		/* fallback_ms= likewise */
+};
+
+FIXTURE_SETUP(fb)
+{
+	if (rs.tcp)
+		SKIP(return, "fallback is rdmastream's");
+	self->param = rs_param_get("fallback");
+	self->ms = rs_param_get("fallback_ms");
+	ASSERT_EQ(1, self->param)
+		TH_LOG("module without fallback=, or not at its default 1");
+	rs_watchdog(60);
+}
+
+FIXTURE_TEARDOWN(fb)
+{
+	if (self->param >= 0)
+		rs_param_set("fallback", self->param);
+	if (self->ms >= 0)
+		rs_param_set("fallback_ms", self->ms);
+}
+
+/*
+ * An rdmastream client of a plain TCP server: the peer's CM rejects (no
+ * RDMA listener on the port), the client connects over TCP. Data goes
+ * over TCP (TCP opens one connection, rxe sends next to nothing).
+ */
+TEST_F(fb, client_to_tcp_server)
+{
+	long long pkts, opens, rej;
+	struct sockaddr_in sin;
+	int lfd, cfd, sfd;
+
+	lfd = tcp_listener(_metadata, &sin);
+	pkts = fb_sent_pkts();
+	opens = fb_tcp("ActiveOpens");
+	rej = fb_rs("FallbackRejected");
+	ASSERT_LE(0, rej);
+	cfd = rs_connect(_metadata, &sin);
+	sfd = rs_accept(_metadata, lfd);
+	EXPECT_EQ(RDMASTREAM_FB_REJECTED, fb_reason(cfd));
+	fb_both_ways(_metadata, cfd, sfd, FB_BYTES);
+	EXPECT_EQ(opens + 1, fb_tcp("ActiveOpens"));
+	EXPECT_EQ(rej + 1, fb_rs("FallbackRejected"));
+	/* the CM handshake (REQ, REJ), not 2 MiB of RDMA writes */
+	if (pkts >= 0)
+		EXPECT_GT(pkts + 64, fb_sent_pkts());
+	TH_LOG("rxe packets sent: %lld", fb_sent_pkts() - pkts);
+	close(cfd);
+	close(sfd);
+	close(lfd);
+}
+
+/* Names of a fallen-back socket are the TCP connection's. */
+TEST_F(fb, names)
+{
+	struct sockaddr_in sin, a, b;
+	socklen_t len = sizeof(a);
+	int lfd, cfd, sfd;
+
+	lfd = tcp_listener(_metadata, &sin);
+	cfd = rs_connect(_metadata, &sin);
+	sfd = rs_accept(_metadata, lfd);
+	ASSERT_EQ(0, getpeername(cfd, (struct sockaddr *)&a, &len));
+	EXPECT_TRUE(rs_sin_eq(&a, &sin));
+	len = sizeof(a);
+	ASSERT_EQ(0, getsockname(cfd, (struct sockaddr *)&a, &len));
+	len = sizeof(b);
+	ASSERT_EQ(0, getpeername(sfd, (struct sockaddr *)&b, &len));
+	EXPECT_TRUE(rs_sin_eq(&a, &b));
+	close(cfd);
+	close(sfd);
+	close(lfd);
+}
+
+/* A plain TCP client of an rdmastream listener is accepted. */
+TEST_F(fb, tcp_client_to_listener)
+{
+	struct sockaddr_in sin, a, b;
+	socklen_t len = sizeof(a);
+	int lfd, cfd, sfd;
+	long long acc;
+
+	acc = fb_rs("FallbackAccepted");
+	lfd = rs_listener(_metadata, &sin);
+	cfd = tcp_socket();
+	ASSERT_EQ(0, connect(cfd, (struct sockaddr *)&sin, sizeof(sin)));
+	sfd = rs_accept(_metadata, lfd);
+	EXPECT_EQ(RDMASTREAM_FB_ACCEPTED, fb_reason(sfd));
+	EXPECT_EQ(acc + 1, fb_rs("FallbackAccepted"));
+	ASSERT_EQ(0, getsockname(cfd, (struct sockaddr *)&a, &len));
+	len = sizeof(b);
+	ASSERT_EQ(0, getpeername(sfd, (struct sockaddr *)&b, &len));
+	EXPECT_TRUE(rs_sin_eq(&a, &b));
+	fb_both_ways(_metadata, cfd, sfd, FB_BYTES);
+	close(cfd);
+	close(sfd);
+	close(lfd);
+}
+
+/* One listener, an RDMA client and a TCP client at once. */
+TEST_F(fb, listener_both_kinds)
+{
+	int lfd, rfd, tfd, a, b, n, reasons = 0;
+	struct sockaddr_in sin;
+
+	lfd = rs_listener(_metadata, &sin);
+	rfd = fb_socket(RDMASTREAM_FALLBACK_NEVER);
+	ASSERT_GE(rfd, 0);
+	tfd = tcp_socket();
+	ASSERT_EQ(0, connect(tfd, (struct sockaddr *)&sin, sizeof(sin)));
+	ASSERT_EQ(0, connect(rfd, (struct sockaddr *)&sin, sizeof(sin)));
+	EXPECT_EQ(RDMASTREAM_FB_NONE, fb_reason(rfd));
+	ASSERT_EQ(POLLIN, rs_poll(lfd, POLLIN, 5000) & POLLIN);
+	a = rs_accept(_metadata, lfd);
+	b = rs_accept(_metadata, lfd);
+	for (n = 0; n < 2; n++)
+		reasons |= 1 << fb_reason(n ? b : a);
+	EXPECT_EQ((1 << RDMASTREAM_FB_NONE) | (1 << RDMASTREAM_FB_ACCEPTED),
+		  reasons);
+	if (fb_reason(a) == RDMASTREAM_FB_ACCEPTED) {
+		n = a;
+		a = b;
+		b = n;
+	}
+	fb_both_ways(_metadata, rfd, a, 256 << 10);
+	fb_both_ways(_metadata, tfd, b, 256 << 10);
+	/* non-blocking accept with neither: EAGAIN */
+	ASSERT_EQ(0, rs_set_nonblock(lfd, true));
+	EXPECT_EQ(-1, accept(lfd, NULL, NULL));
+	EXPECT_EQ(EAGAIN, errno);
+	close(a);
+	close(b);
+	close(rfd);
+	close(tfd);
+	close(lfd);
+}
+
+/* RDMASTREAM_FALLBACK 0: the RDMA error, as before fallback existed. */
+TEST_F(fb, forbidden_by_option)
+{
+	struct sockaddr_in sin;
+	int lfd, cfd;
+
+	lfd = tcp_listener(_metadata, &sin);
+	cfd = fb_socket(-1);
+	ASSERT_GE(cfd, 0);
+	EXPECT_EQ(RDMASTREAM_FALLBACK_AUTO,
+		  rs_getint(cfd, SOL_RDMASTREAM, RDMASTREAM_FALLBACK));
+	EXPECT_EQ(-1, rs_setint(cfd, SOL_RDMASTREAM, RDMASTREAM_FALLBACK, 3));
+	EXPECT_EQ(EINVAL, errno);
+	ASSERT_EQ(0, rs_setint(cfd, SOL_RDMASTREAM, RDMASTREAM_FALLBACK, 0));
+	EXPECT_EQ(0, rs_getint(cfd, SOL_RDMASTREAM, RDMASTREAM_FALLBACK));
+	EXPECT_EQ(-1, connect(cfd, (struct sockaddr *)&sin, sizeof(sin)));
+	EXPECT_EQ(ECONNREFUSED, errno);
+	close(cfd);
+	/* once connected (over TCP), the option is fixed: EISCONN */
+	cfd = rs_connect(_metadata, &sin);
+	EXPECT_EQ(-1, rs_setint(cfd, SOL_RDMASTREAM, RDMASTREAM_FALLBACK, 0));
+	EXPECT_EQ(EISCONN, errno);
+	close(cfd);
+	close(lfd);
+}
+
+/* fallback=0 forbids it for new sockets; values beyond 2 are refused. */
+TEST_F(fb, forbidden_by_parameter)
+{
+	struct sockaddr_in sin;
+	int lfd, cfd;
+
+	lfd = tcp_listener(_metadata, &sin);
+	EXPECT_EQ(EINVAL, rs_param_write("fallback", "3"));
+	ASSERT_EQ(0, rs_param_set("fallback", 0));
+	EXPECT_EQ(0, rs_param_get("fallback"));
+	cfd = fb_socket(-1);
+	ASSERT_GE(cfd, 0);
+	EXPECT_EQ(0, rs_getint(cfd, SOL_RDMASTREAM, RDMASTREAM_FALLBACK));
+	EXPECT_EQ(-1, connect(cfd, (struct sockaddr *)&sin, sizeof(sin)));
+	EXPECT_EQ(ECONNREFUSED, errno);
+	close(cfd);
+	close(lfd);
+}
+
+/* RDMASTREAM_FALLBACK 2: TCP even to an rdmastream listener. */
+TEST_F(fb, forced)
+{
+	long long forced = fb_rs("FallbackForced");
+	struct sockaddr_in sin;
+	int lfd, cfd, sfd;
+
+	lfd = rs_listener(_metadata, &sin);
+	cfd = fb_socket(RDMASTREAM_FALLBACK_FORCE);
+	ASSERT_GE(cfd, 0);
+	ASSERT_EQ(0, connect(cfd, (struct sockaddr *)&sin, sizeof(sin)));
+	sfd = rs_accept(_metadata, lfd);
+	EXPECT_EQ(RDMASTREAM_FB_FORCED, fb_reason(cfd));
+	EXPECT_EQ(RDMASTREAM_FB_ACCEPTED, fb_reason(sfd));
+	EXPECT_EQ(forced + 1, fb_rs("FallbackForced"));
+	fb_both_ways(_metadata, cfd, sfd, FB_BYTES);
+	close(cfd);
+	close(sfd);
+	close(lfd);
+}
+
+/* Non-blocking connect: EINPROGRESS, POLLOUT once over TCP, SO_ERROR 0. */
+TEST_F(fb, nonblocking_connect)
+{
+	struct sockaddr_in sin;
+	int lfd, cfd, sfd;
+
+	lfd = tcp_listener(_metadata, &sin);
+	cfd = fb_socket(-1);
+	ASSERT_GE(cfd, 0);
+	ASSERT_EQ(0, rs_set_nonblock(cfd, true));
+	ASSERT_EQ(-1, connect(cfd, (struct sockaddr *)&sin, sizeof(sin)));
+	ASSERT_EQ(EINPROGRESS, errno);
+	EXPECT_EQ(POLLOUT, rs_poll(cfd, POLLOUT, 10000) & (POLLOUT | POLLERR));
+	EXPECT_EQ(0, rs_sock_error(cfd));
+	EXPECT_EQ(RDMASTREAM_FB_REJECTED, fb_reason(cfd));
+	/* a second connect() reports the outcome, as TCP's does */
+	EXPECT_EQ(0, connect(cfd, (struct sockaddr *)&sin, sizeof(sin)));
+	EXPECT_EQ(-1, connect(cfd, (struct sockaddr *)&sin, sizeof(sin)));
+	EXPECT_EQ(EISCONN, errno);
+	ASSERT_EQ(0, rs_set_nonblock(cfd, false));
+	sfd = rs_accept(_metadata, lfd);
+	fb_both_ways(_metadata, cfd, sfd, 256 << 10);
+	close(cfd);
+	close(sfd);
+	close(lfd);
+}
+
+/* Nothing listens at all: TCP refuses too, blocking or not. */
+TEST_F(fb, refused)
+{
+	struct sockaddr_in sin;
+	int lfd, cfd;
+
+	lfd = tcp_listener(_metadata, &sin);
+	close(lfd);		/* a port nobody listens on */
+	cfd = fb_socket(-1);
+	ASSERT_GE(cfd, 0);
+	EXPECT_EQ(-1, connect(cfd, (struct sockaddr *)&sin, sizeof(sin)));
+	EXPECT_EQ(ECONNREFUSED, errno);
+	close(cfd);
+	cfd = fb_socket(-1);
+	ASSERT_EQ(0, rs_set_nonblock(cfd, true));
+	ASSERT_EQ(-1, connect(cfd, (struct sockaddr *)&sin, sizeof(sin)));
+	ASSERT_EQ(EINPROGRESS, errno);
+	EXPECT_NE(0, rs_poll(cfd, POLLOUT, 10000) & (POLLERR | POLLHUP));
+	EXPECT_EQ(ECONNREFUSED, rs_sock_error(cfd));
+	close(cfd);
+}
+
+/* epoll on a fallen-back socket: EPOLLIN, EPOLLOUT, EPOLLRDHUP. */
+TEST_F(fb, epoll)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLET };
+	struct sockaddr_in sin;
+	int lfd, cfd, sfd, ep;
+	char c = 'x';
+
+	lfd = tcp_listener(_metadata, &sin);
+	cfd = fb_socket(-1);
+	ASSERT_GE(cfd, 0);
+	ep = epoll_create1(0);
+	ASSERT_GE(ep, 0);
+	/* registered before the fallback: the wake-ups must still come */
+	ASSERT_EQ(0, rs_set_nonblock(cfd, true));
+	ev.events |= EPOLLOUT;
+	ASSERT_EQ(0, epoll_ctl(ep, EPOLL_CTL_ADD, cfd, &ev));
+	ASSERT_EQ(-1, connect(cfd, (struct sockaddr *)&sin, sizeof(sin)));
+	ASSERT_EQ(EINPROGRESS, errno);
+	ASSERT_EQ(1, epoll_wait(ep, &ev, 1, 10000));
+	EXPECT_TRUE(ev.events & EPOLLOUT);
+	sfd = rs_accept(_metadata, lfd);
+	EXPECT_EQ(0, epoll_wait(ep, &ev, 1, 100));
+	ASSERT_EQ(1, write(sfd, &c, 1));
+	ASSERT_EQ(1, epoll_wait(ep, &ev, 1, 5000));
+	EXPECT_TRUE(ev.events & EPOLLIN);
+	ASSERT_EQ(1, read(cfd, &c, 1));
+	ASSERT_EQ(0, shutdown(sfd, SHUT_WR));
+	ASSERT_EQ(1, epoll_wait(ep, &ev, 1, 5000));
+	EXPECT_TRUE(ev.events & EPOLLRDHUP);
+	EXPECT_EQ(0, read(cfd, &c, 1));
+	close(ep);
+	close(cfd);
+	close(sfd);
+	close(lfd);
+}
+
+/* shutdown, SIOCINQ/SIOCOUTQ, SO_RCVTIMEO, SO_LINGER 0 over TCP. */
+TEST_F(fb, shutdown_linger)
+{
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+	struct sockaddr_in sin;
+	int lfd, cfd, sfd, n;
+	char buf[16];
+	double t;
+
+	lfd = rs_listener(_metadata, &sin);
+	cfd = fb_socket(RDMASTREAM_FALLBACK_FORCE);
+	ASSERT_EQ(0, connect(cfd, (struct sockaddr *)&sin, sizeof(sin)));
+	sfd = rs_accept(_metadata, lfd);
+	ASSERT_EQ(5, write(cfd, "hello", 5));
+	ASSERT_EQ(5, rs_wait_inq(sfd, 5, 5000));
+	ASSERT_EQ(0, ioctl(sfd, SIOCINQ, &n));
+	EXPECT_EQ(5, n);
+	ASSERT_EQ(0, ioctl(cfd, SIOCOUTQ, &n));
+	EXPECT_LE(0, n);
+	ASSERT_EQ(0, shutdown(cfd, SHUT_WR));
+	ASSERT_EQ(5, rs_recv_all(sfd, buf, sizeof(buf), 0));
+	EXPECT_EQ(-1, write(cfd, "x", 1));
+	EXPECT_EQ(EPIPE, errno);
+	/* SO_RCVTIMEO set on our socket applies to TCP's */
+	ASSERT_EQ(0, rs_set_timeo(cfd, SO_RCVTIMEO, 200));
+	t = rs_now();
+	EXPECT_EQ(-1, read(cfd, buf, 1));
+	EXPECT_EQ(EAGAIN, errno);
+	EXPECT_LT(0.15, rs_now() - t);
+	/* SO_LINGER 0: close resets */
+	ASSERT_EQ(0, setsockopt(sfd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)));
+	close(sfd);
+	EXPECT_EQ(-1, rs_recv_all(cfd, buf, 1, 0));
+	EXPECT_EQ(ECONNRESET, errno);
+	close(cfd);
+	close(lfd);
+}
+
+/* bind() takes the TCP port too: either kind in the way is EADDRINUSE. */
+TEST_F(fb, bind_conflicts)
+{
+	struct sockaddr_in sin;
+	int lfd, fd;
+
+	lfd = tcp_listener(_metadata, &sin);
+	fd = fb_socket(-1);
+	ASSERT_GE(fd, 0);
+	EXPECT_EQ(-1, bind(fd, (struct sockaddr *)&sin, sizeof(sin)));
+	EXPECT_EQ(EADDRINUSE, errno);
+	close(fd);
+	close(lfd);
+	/* and the other way round: an rdmastream listener holds TCP's port */
+	lfd = rs_listener(_metadata, &sin);
+	fd = tcp_socket();
+	EXPECT_EQ(-1, bind(fd, (struct sockaddr *)&sin, sizeof(sin)));
+	EXPECT_EQ(EADDRINUSE, errno);
+	close(fd);
+	close(lfd);
+}
+
+/*
+ * No RDMA device on the route: an address of a dummy interface (no rxe
+ * on it). rdma_cm finds no device, the socket connects over TCP.
+ */
+TEST_F(fb, no_device)
+{
+	struct sockaddr_in sin;
+	int lfd, cfd, sfd, fd;
+	long long nodev;
+
+	rs_system("modprobe -q dummy 2>/dev/null");
+	rs_system("ip link del rsfb0 2>/dev/null");
+	ASSERT_EQ(0, rs_system("ip link add rsfb0 type dummy && "
+			       "ip addr add 198.51.100.1/24 dev rsfb0 && "
+			       "ip link set rsfb0 up"));
+	nodev = fb_rs("FallbackNoDevice");
+	fd = tcp_socket();
+	rs_sin(&sin, rs_inaddr("198.51.100.1"), 0);
+	ASSERT_EQ(0, bind(fd, (struct sockaddr *)&sin, sizeof(sin)));
+	ASSERT_EQ(0, listen(fd, 4));
+	ASSERT_EQ(0, getsockname(fd, (struct sockaddr *)&sin,
+				 &(socklen_t){ sizeof(sin) }));
+	lfd = fd;
+	cfd = rs_connect(_metadata, &sin);
+	sfd = rs_accept(_metadata, lfd);
+	EXPECT_EQ(RDMASTREAM_FB_NO_DEVICE, fb_reason(cfd));
+	EXPECT_EQ(nodev + 1, fb_rs("FallbackNoDevice"));
+	fb_both_ways(_metadata, cfd, sfd, 256 << 10);
+	close(cfd);
+	close(sfd);
+	close(lfd);
+	/* forbidden: the RDMA error, as before */
+	cfd = fb_socket(RDMASTREAM_FALLBACK_NEVER);
+	EXPECT_EQ(-1, connect(cfd, (struct sockaddr *)&sin, sizeof(sin)));
+	EXPECT_TRUE(errno == EHOSTUNREACH || errno == ENETUNREACH)
+		TH_LOG("connect: %s", strerror(errno));
+	close(cfd);
+	rs_system("ip link del rsfb0");
+}
+
+/*
+ * fallback_ms: a peer whose CM never answers (a host without RDMA, here
+ * an rdma_cm listener that leaves the request pending) costs fallback_ms,
+ * then the socket connects over TCP to the same port.
+ */
+TEST_F(fb, silent_peer_times_out)
+{
+	struct rdma_event_channel *ch;
+	struct sockaddr_in sin;
+	struct rdma_cm_id *id;
+	int lfd, cfd, sfd;
+	long long tmo;
+	double t;
+
+	lfd = tcp_listener(_metadata, &sin);
+	ch = rdma_create_event_channel();
+	ASSERT_NE(NULL, ch);
+	ASSERT_EQ(0, rdma_create_id(ch, &id, NULL, RDMA_PS_TCP));
+	ASSERT_EQ(0, rdma_bind_addr(id, (struct sockaddr *)&sin));
+	ASSERT_EQ(0, rdma_listen(id, 4));
+	ASSERT_EQ(0, rs_param_set("fallback_ms", 300));
+	tmo = fb_rs("FallbackTimeout");
+	t = rs_now();
+	cfd = rs_connect(_metadata, &sin);
+	t = rs_now() - t;
+	TH_LOG("connect to a silent CM: %.3f s (fallback_ms 300)", t);
+	EXPECT_LE(0.29, t);
+	EXPECT_GT(5.0, t);
+	sfd = rs_accept(_metadata, lfd);
+	EXPECT_EQ(RDMASTREAM_FB_TIMEOUT, fb_reason(cfd));
+	EXPECT_EQ(tmo + 1, fb_rs("FallbackTimeout"));
+	fb_both_ways(_metadata, cfd, sfd, 256 << 10);
+	close(cfd);
+	close(sfd);
+	close(lfd);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+}
+
+/*
+ * TCP clients an rdmastream listener never accepted are reset when it
+ * closes, as a TCP listener's are.
+ */
+TEST_F(fb, listener_close_resets_queue)
+{
+	struct sockaddr_in sin;
+	int lfd, cfd;
+	char c;
+
+	lfd = rs_listener(_metadata, &sin);
+	cfd = tcp_socket();
+	ASSERT_EQ(0, connect(cfd, (struct sockaddr *)&sin, sizeof(sin)));
+	ASSERT_EQ(POLLIN, rs_poll(lfd, POLLIN, 5000) & POLLIN);
+	close(lfd);
+	EXPECT_EQ(-1, read(cfd, &c, 1));
+	EXPECT_EQ(ECONNRESET, errno);
+	close(cfd);
+}
+
+TEST_HARNESS_MAIN

@@ -592,6 +592,11 @@ static int rs_connect(struct socket *sock, struct sockaddr *uaddr, int alen,
 	if (rs_fbc(rs))
 		return rs_fb_connect(rs, addr, flags);
 	lock_sock(sk);
+	if (rs_fbc(rs)) {
+		/* another connect() fell back while we took the lock */
+		release_sock(sk);
+		return rs_fb_connect(rs, addr, flags);
+	}
 	switch (sock->state) {
 	case SS_CONNECTED:
 		err = -EISCONN;

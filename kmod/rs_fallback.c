@@ -174,12 +174,19 @@ static void rs_fb_error_report(struct sock *tsk)
 /*
  * Take over the callbacks of tsk (all of them for a connection, only
  * data_ready for a listener). data_ready, if given, is the TCP socket's
- * own (an accepted child inherits the listener's hook instead).
+ * own (an accepted child inherits the listener's hook instead). A socket
+ * that has an owner already (hooked by us, or a BPF psock) is refused:
+ * hooking twice would save our own callbacks as TCP's, which then call
+ * themselves until the stack overflows.
  */
-static void rs_fb_hook(struct rs_sock *rs, struct sock *tsk, bool listener,
-		       void (*data_ready)(struct sock *sk))
+static int rs_fb_hook(struct rs_sock *rs, struct sock *tsk, bool listener,
+		      void (*data_ready)(struct sock *sk))
 {
 	write_lock_bh(&tsk->sk_callback_lock);
+	if (rcu_access_pointer(tsk->sk_user_data)) {
+		write_unlock_bh(&tsk->sk_callback_lock);
+		return -EBUSY;
+	}
 	rs->fb_data_ready = data_ready ? : tsk->sk_data_ready;
 	rs->fb_write_space = tsk->sk_write_space;
 	rs->fb_state_change = tsk->sk_state_change;
@@ -192,6 +199,7 @@ static void rs_fb_hook(struct rs_sock *rs, struct sock *tsk, bool listener,
 		tsk->sk_error_report = rs_fb_error_report;
 	}
 	write_unlock_bh(&tsk->sk_callback_lock);
+	return 0;
 }
 
 static void rs_fb_unhook(struct rs_sock *rs, struct sock *tsk)
@@ -424,8 +432,7 @@ int rs_fb_listen(struct rs_sock *rs, int backlog)
 	err = kernel_listen(rs->fb, backlog);
 	if (err)
 		return err;
-	rs_fb_hook(rs, rs->fb->sk, true, NULL);
-	return 0;
+	return rs_fb_hook(rs, rs->fb->sk, true, NULL);
 }
 
 bool rs_fb_accept_ready(struct rs_sock *rs)
@@ -520,6 +527,8 @@ static int rs_fb_prepare(struct rs_sock *rs, const struct sockaddr *addr,
 
 	if (rs->fb_closed)
 		return -EBADF;
+	if (rs_fbc(rs))		/* another connect() got there first */
+		return 0;
 	if (!rs->fb) {
 		err = rs_fb_create(rs, addr->sa_family);
 		if (err)
@@ -529,7 +538,9 @@ static int rs_fb_prepare(struct rs_sock *rs, const struct sockaddr *addr,
 	memcpy(&rs->fb_dst, addr, rs_fb_addr_len(addr));
 	rs_fb_addr_for(rs->fb, &rs->fb_dst);
 	rs->fb_reason = reason;
-	rs_fb_hook(rs, rs->fb->sk, false, NULL);
+	err = rs_fb_hook(rs, rs->fb->sk, false, NULL);
+	if (err)
+		return err;
 	/* pairs with rs_fbc(): the TCP socket is hooked and complete */
 	smp_store_release(&rs->fbc, rs->fb);
 	rs_stat_inc(&rs->sk, rs_fb_ev[reason]);

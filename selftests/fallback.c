@@ -606,4 +606,120 @@ TEST_F(fb, listener_close_resets_queue)
 	close(cfd);
 }
 
+/* Threads that connect() one socket at once (the race of defect 1). */
+#define FB_RACERS	4
+
+struct fb_racer {
+	volatile int *go;
+	int fd;
+	const struct sockaddr_in *sin;
+	int err;
+};
+
+static void *fb_race_connect(void *arg)
+{
+	struct fb_racer *r = arg;
+
+	while (!*r->go)		/* spinning: both CPUs enter at once */
+		;
+	r->err = connect(r->fd, (const struct sockaddr *)r->sin,
+			 sizeof(*r->sin)) ? errno : 0;
+	return NULL;
+}
+
+/*
+ * FB_RACERS threads connect() fd to sin at once, where lfd, a TCP
+ * listener of backlog 0, has its queue full (a first client, not yet
+ * accepted): the first SYN is dropped and the first connect() waits for
+ * its retransmission, while the others come in. One succeeds, the others
+ * get what TCP gives a second connect(). Then the connection carries
+ * data both ways.
+ */
+static void fb_race(struct __test_metadata *_metadata, int fd, int lfd,
+		    const struct sockaddr_in *sin)
+{
+	struct fb_racer r[FB_RACERS];
+	pthread_t t[FB_RACERS];
+	volatile int go = 0;
+	int i, sfd, filler, ok = 0;
+
+	filler = tcp_socket();
+	ASSERT_EQ(0, connect(filler, (struct sockaddr *)sin, sizeof(*sin)));
+	for (i = 0; i < FB_RACERS; i++) {
+		r[i] = (struct fb_racer){ .go = &go, .fd = fd, .sin = sin };
+		ASSERT_EQ(0, pthread_create(&t[i], NULL, fb_race_connect,
+					    &r[i]));
+	}
+	usleep(50000);
+	go = 1;
+	usleep(300000);
+	sfd = accept(lfd, NULL, NULL);	/* the first client: room again */
+	ASSERT_LE(0, sfd);
+	close(sfd);
+	close(filler);
+	for (i = 0; i < FB_RACERS; i++) {
+		ASSERT_EQ(0, pthread_join(t[i], NULL));
+		EXPECT_TRUE(!r[i].err || r[i].err == EISCONN ||
+			    r[i].err == EALREADY)
+			TH_LOG("connect: %s", strerror(r[i].err));
+		ok += !r[i].err;
+	}
+	EXPECT_LE(1, ok);
+	sfd = rs_accept(_metadata, lfd);
+	EXPECT_LT(0, fb_reason(fd));
+	fb_both_ways(_metadata, fd, sfd, 64 << 10);
+	close(sfd);
+}
+
+/* A TCP listener of backlog 0 on addr (port 0: any), its name in sin. */
+static int fb_race_listener(struct __test_metadata *_metadata,
+			    struct sockaddr_in *sin, struct in_addr addr)
+{
+	int lfd = tcp_socket();
+
+	ASSERT_LE(0, lfd);
+	rs_sin(sin, addr, 0);
+	ASSERT_EQ(0, bind(lfd, (struct sockaddr *)sin, sizeof(*sin)));
+	ASSERT_EQ(0, listen(lfd, 0));
+	ASSERT_EQ(0, getsockname(lfd, (struct sockaddr *)sin,
+				 &(socklen_t){ sizeof(*sin) }));
+	return lfd;
+}
+
+/*
+ * Concurrent connect() of one socket that falls back in connect()
+ * itself (forced; no RDMA device): the TCP socket is hooked once. A
+ * second hook saved our callbacks as TCP's: the handshake's end then
+ * recursed until the kernel stack overflowed.
+ */
+TEST_F(fb, concurrent_connect)
+{
+	struct sockaddr_in sin;
+	int lfd, fd, i;
+
+	lfd = fb_race_listener(_metadata, &sin, rs.addr);
+	for (i = 0; i < 5; i++) {
+		fd = fb_socket(RDMASTREAM_FALLBACK_FORCE);
+		ASSERT_GE(fd, 0);
+		fb_race(_metadata, fd, lfd, &sin);
+		close(fd);
+	}
+	close(lfd);
+	rs_system("modprobe -q dummy 2>/dev/null");
+	rs_system("ip link del rsfb1 2>/dev/null");
+	ASSERT_EQ(0, rs_system("ip link add rsfb1 type dummy && "
+			       "ip addr add 198.51.101.1/24 dev rsfb1 && "
+			       "ip link set rsfb1 up"));
+	lfd = fb_race_listener(_metadata, &sin,
+			       rs_inaddr("198.51.101.1"));
+	for (i = 0; i < 5; i++) {
+		fd = fb_socket(RDMASTREAM_FALLBACK_AUTO);
+		ASSERT_GE(fd, 0);
+		fb_race(_metadata, fd, lfd, &sin);
+		close(fd);
+	}
+	close(lfd);
+	rs_system("ip link del rsfb1");
+}
+
 TEST_HARNESS_MAIN

@@ -40,6 +40,7 @@ static void rs_destruct(struct sock *sk)
 	struct rs_sock *rs = rs_sk(sk);
 
 	rs_diag_unlink(rs);
+	rs_fb_destruct(rs);
 	WARN_ON_ONCE(rs->transport);
 	rs_inet_destruct(sk);
 	rs_transport_free_rings(rs);

@@ -17,7 +17,8 @@
  *
  * Locking: rs->fb is created and released under tlock; rs->fbc is
  * published once (smp_store_release) and read locklessly (rs_fbc()); it
- * stays valid until rs_release(), when no system call can run. The TCP
+ * stays valid until rs_release(), when no system call can run; sock_diag
+ * reads its sock, held until our destruct (rs_fb_sk()). The TCP
  * socket's callbacks find us through sk_user_data under its
  * sk_callback_lock, and are restored before the TCP socket is released.
  */
@@ -373,6 +374,31 @@ static struct socket *rs_fb_take(struct rs_sock *rs)
 }
 
 /*
+ * From now on our ops forward to s (hooked and complete). Its sock is
+ * held until our destruct: sock_diag, holding only our socket, may read
+ * it after close() has released s (rs_fb_sk()).
+ */
+static void rs_fb_publish(struct rs_sock *rs, struct socket *s)
+{
+	sock_hold(s->sk);
+	rs->fb_sk = s->sk;
+	/* pairs with rs_fbc() */
+	smp_store_release(&rs->fbc, s);
+}
+
+/* The TCP sock of a fallen-back socket, for readers without our lock. */
+static struct sock *rs_fb_sk(struct rs_sock *rs)
+{
+	return rs_fbc(rs) ? rs->fb_sk : NULL;
+}
+
+void rs_fb_destruct(struct rs_sock *rs)
+{
+	if (rs->fb_sk)
+		sock_put(rs->fb_sk);
+}
+
+/*
  * bind() reserves the TCP port as well (the port rdma_cm chose, when the
  * user asked for 0), so that the listener can listen on both. Under
  * lock_sock() and tlock, after a successful rdma_bind_addr().
@@ -498,8 +524,7 @@ int rs_fb_accept(struct rs_sock *lrs, struct socket *newsock)
 	rs->established = true;
 	rs_set_state(sk, inet_sk_state_load(tcp->sk));
 	tcp->state = SS_CONNECTED;
-	/* pairs with rs_fbc(): the TCP socket is hooked and complete */
-	smp_store_release(&rs->fbc, tcp);
+	rs_fb_publish(rs, tcp);
 	rs_stat_inc(lsk, RS_EV_FB_ACCEPTED);
 	lock_sock_nested(sk, SINGLE_DEPTH_NESTING);
 	sock_graft(sk, newsock);
@@ -541,8 +566,7 @@ static int rs_fb_prepare(struct rs_sock *rs, const struct sockaddr *addr,
 	err = rs_fb_hook(rs, rs->fb->sk, false, NULL);
 	if (err)
 		return err;
-	/* pairs with rs_fbc(): the TCP socket is hooked and complete */
-	smp_store_release(&rs->fbc, rs->fb);
+	rs_fb_publish(rs, rs->fb);
 	rs_stat_inc(&rs->sk, rs_fb_ev[reason]);
 	return 0;
 }
@@ -835,21 +859,21 @@ void rs_fb_release(struct rs_sock *rs)
 
 void rs_fb_info(struct rs_sock *rs, struct rdmastream_info *info)
 {
-	struct socket *fb = rs_fbc(rs);
+	struct sock *tsk = rs_fb_sk(rs);
 	struct tcp_sock *tp;
 
-	if (!fb)
+	if (!tsk)
 		return;
-	tp = tcp_sk(fb->sk);
+	tp = tcp_sk(tsk);
 	info->rsi_fallback = rs->fb_reason;
 	info->rsi_flags |= RDMASTREAM_INFO_F_FALLBACK;
-	info->rsi_state = inet_sk_state_load(fb->sk);
+	info->rsi_state = inet_sk_state_load(tsk);
 	info->rsi_flags &= RDMASTREAM_INFO_F_FALLBACK;
 	if (rs_state_open(info->rsi_state))
 		info->rsi_flags |= RDMASTREAM_INFO_F_PEER_READY;
-	if (READ_ONCE(fb->sk->sk_shutdown) & SEND_SHUTDOWN)
+	if (READ_ONCE(tsk->sk_shutdown) & SEND_SHUTDOWN)
 		info->rsi_flags |= RDMASTREAM_INFO_F_FIN_SENT;
-	if (sock_flag(fb->sk, SOCK_DONE))
+	if (sock_flag(tsk, SOCK_DONE))
 		info->rsi_flags |= RDMASTREAM_INFO_F_FIN_RCVD;
 	if (READ_ONCE(rs->sk.sk_err) == ECONNRESET)
 		info->rsi_flags |= RDMASTREAM_INFO_F_RESET;
@@ -985,7 +1009,7 @@ int rs_fb_get(struct socket *sock, int level, int optname,
 bool rs_fb_names(struct rs_sock *rs, struct sockaddr_storage *local,
 		 struct sockaddr_storage *peer)
 {
-	struct socket *fb = rs_fbc(rs);
+	struct sock *tsk = rs_fb_sk(rs);
 	struct sockaddr_in6 *l6 = (struct sockaddr_in6 *)local;
 	struct sockaddr_in6 *p6 = (struct sockaddr_in6 *)peer;
 	struct sockaddr_in *l = (struct sockaddr_in *)local;
@@ -993,20 +1017,20 @@ bool rs_fb_names(struct rs_sock *rs, struct sockaddr_storage *local,
 	struct inet_sock *inet;
 	bool connected;
 
-	if (!fb)
+	if (!tsk)
 		return false;
-	inet = inet_sk(fb->sk);
+	inet = inet_sk(tsk);
 	connected = inet->inet_dport &&
-		    inet_sk_state_load(fb->sk) != TCP_CLOSE;
-	if (fb->sk->sk_family == AF_INET6) {
+		    inet_sk_state_load(tsk) != TCP_CLOSE;
+	if (tsk->sk_family == AF_INET6) {
 		l6->sin6_family = AF_INET6;
 		l6->sin6_port = inet->inet_sport;
-		l6->sin6_addr = fb->sk->sk_v6_rcv_saddr;
+		l6->sin6_addr = tsk->sk_v6_rcv_saddr;
 		if (!connected)
 			return true;
 		p6->sin6_family = AF_INET6;
 		p6->sin6_port = inet->inet_dport;
-		p6->sin6_addr = fb->sk->sk_v6_daddr;
+		p6->sin6_addr = tsk->sk_v6_daddr;
 		return true;
 	}
 	l->sin_family = AF_INET;
@@ -1022,12 +1046,12 @@ bool rs_fb_names(struct rs_sock *rs, struct sockaddr_storage *local,
 
 bool rs_fb_queues(struct rs_sock *rs, u32 *rqueue, u32 *wqueue)
 {
-	struct socket *fb = rs_fbc(rs);
+	struct sock *tsk = rs_fb_sk(rs);
 	const struct tcp_sock *tp;
 
-	if (!fb)
+	if (!tsk)
 		return false;
-	tp = tcp_sk(fb->sk);
+	tp = tcp_sk(tsk);
 	*rqueue = max_t(int, READ_ONCE(tp->rcv_nxt) -
 			READ_ONCE(tp->copied_seq), 0);
 	*wqueue = READ_ONCE(tp->write_seq) - READ_ONCE(tp->snd_una);

@@ -10,6 +10,8 @@
 #include "rs_common.h"
 
 #include <sys/epoll.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <rdma/rdma_cma.h>
 
 #define FB_BYTES	(1 << 20)
@@ -720,6 +722,98 @@ TEST_F(fb, concurrent_connect)
 	}
 	close(lfd);
 	rs_system("ip link del rsfb1");
+}
+
+/* One sock_diag dump of every rdmastream socket, with info; 0 or -1. */
+static int fb_diag_dump(int nl)
+{
+	struct {
+		struct nlmsghdr h;
+		struct rdmastream_diag_req r;
+	} req = {
+		.h.nlmsg_len = sizeof(req),
+		.h.nlmsg_type = SOCK_DIAG_BY_FAMILY,
+		.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP,
+		.r.sdiag_family = AF_RDMASTREAM,
+		.r.rdiag_states = ~0U,
+		.r.rdiag_show = RDMASTREAM_DIAG_SHOW_INFO,
+	};
+	static char buf[1 << 16];
+	long long fam = rs_param_get("family");
+	struct nlmsghdr *h;
+	ssize_t len;
+
+	if (fam > 0)
+		req.r.sdiag_family = fam;
+	if (send(nl, &req, sizeof(req), 0) < 0)
+		return -1;
+	for (;;) {
+		len = recv(nl, buf, sizeof(buf), 0);
+		if (len < 0)
+			return -1;
+		for (h = (void *)buf; NLMSG_OK(h, len); h = NLMSG_NEXT(h, len))
+			if (h->nlmsg_type == NLMSG_DONE ||
+			    h->nlmsg_type == NLMSG_ERROR)
+				return h->nlmsg_type == NLMSG_DONE ? 0 : -1;
+	}
+}
+
+static volatile int fb_diag_stop;
+
+static void *fb_diag_loop(void *arg __attribute__((unused)))
+{
+	long n = 0;
+	int nl;
+
+	nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	if (nl < 0)
+		return (void *)-1L;
+	while (!fb_diag_stop) {
+		if (fb_diag_dump(nl)) {
+			n = -1;
+			break;
+		}
+		n++;
+	}
+	close(nl);
+	return (void *)n;
+}
+
+/*
+ * sock_diag while fallen-back sockets close: the dump reads the TCP
+ * socket of a socket it holds, which close() releases meanwhile (the
+ * dump then read a freed struct socket). Sockets come and go for 3 s,
+ * the dump runs all along and every dump completes.
+ */
+TEST_F(fb, diag_vs_close)
+{
+	int lfd, cfd[8], sfd[8], i, rounds = 0;
+	struct sockaddr_in sin;
+	pthread_t t;
+	double end;
+	void *ret;
+
+	lfd = rs_listener(_metadata, &sin);
+	fb_diag_stop = 0;
+	ASSERT_EQ(0, pthread_create(&t, NULL, fb_diag_loop, NULL));
+	for (end = rs_now() + 3; rs_now() < end; rounds++) {
+		for (i = 0; i < 8; i++) {
+			cfd[i] = fb_socket(RDMASTREAM_FALLBACK_FORCE);
+			ASSERT_GE(cfd[i], 0);
+			ASSERT_EQ(0, connect(cfd[i], (struct sockaddr *)&sin,
+					     sizeof(sin)));
+			sfd[i] = rs_accept(_metadata, lfd);
+		}
+		for (i = 0; i < 8; i++) {
+			close(cfd[i]);
+			close(sfd[i]);
+		}
+	}
+	fb_diag_stop = 1;
+	ASSERT_EQ(0, pthread_join(t, &ret));
+	TH_LOG("%d rounds of 8 pairs, %ld dumps", rounds, (long)ret);
+	EXPECT_LT(0, (long)ret);
+	close(lfd);
 }
 
 TEST_HARNESS_MAIN

@@ -907,6 +907,26 @@ int rs_fb_setsockopt(struct rs_sock *rs, int val)
 }
 
 /*
+ * A send forwarded with MSG_NOSIGNAL: TCP's EPIPE after a reset or a
+ * refused handshake (its error moved to us by rs_fb_error_report() before
+ * the blocked sender could see it) is that error, with no SIGPIPE, as
+ * TCP gives it; a real EPIPE raises SIGPIPE unless the user said not to.
+ */
+static int rs_fb_send_err(struct rs_sock *rs, int ret, int flags)
+{
+	int err;
+
+	if (ret != -EPIPE)
+		return ret;
+	err = rs_fb_error(rs);
+	if (err)
+		return err;
+	if (!(flags & MSG_NOSIGNAL))
+		send_sig(SIGPIPE, current, 0);
+	return -EPIPE;
+}
+
+/*
  * The forwarding of data-path calls. A call that finds the handshake
  * undecided and may block waits for the decision first (rs_fb_wait()).
  */
@@ -915,7 +935,7 @@ int rs_fb_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
 	struct rs_sock *rs = rs_sk(sock->sk);
 	long timeo = sock_sndtimeo(sock->sk, msg->msg_flags & MSG_DONTWAIT);
 	struct socket *fb;
-	int ret;
+	int ret, flags;
 
 	rs_fb_wait(rs, &timeo);
 	fb = rs_fbc(rs);
@@ -925,7 +945,11 @@ int rs_fb_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
 	if (ret)
 		return ret;
 	rs_fb_sync(rs, fb->sk);
-	return fb->ops->sendmsg(fb, msg, len);
+	flags = msg->msg_flags;
+	msg->msg_flags |= MSG_NOSIGNAL;
+	ret = fb->ops->sendmsg(fb, msg, len);
+	msg->msg_flags = flags;
+	return rs_fb_send_err(rs, ret, flags);
 }
 
 int rs_fb_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
@@ -968,7 +992,9 @@ ssize_t rs_fb_sendpage(struct socket *sock, struct page *page,
 	if (READ_ONCE(rs->sk.sk_err))
 		return rs_fb_error(rs);
 	rs_fb_sync(rs, fb->sk);
-	return fb->ops->sendpage(fb, page, offset, size, flags);
+	return rs_fb_send_err(rs, fb->ops->sendpage(fb, page, offset, size,
+						    flags | MSG_NOSIGNAL),
+			      flags);
 }
 
 int rs_fb_shutdown(struct socket *sock, int how)

@@ -816,4 +816,59 @@ TEST_F(fb, diag_vs_close)
 	close(lfd);
 }
 
+/*
+ * A reset while send() is blocked (the peer never reads) on a socket
+ * over TCP: ECONNRESET and no SIGPIPE, as TCP gives. The error was moved
+ * off the TCP socket before the sender woke: EPIPE and SIGPIPE killed
+ * it. The sender is a child with SIGPIPE's default action.
+ */
+TEST_F(fb, reset_blocked_send)
+{
+	int lfd, cfd, sfd, status, i;
+	struct sockaddr_in sin;
+	size_t n = 1 << 20;
+	char *buf;
+	pid_t pid;
+
+	lfd = rs_listener(_metadata, &sin);
+	cfd = fb_socket(RDMASTREAM_FALLBACK_FORCE);
+	ASSERT_GE(cfd, 0);
+	ASSERT_EQ(0, connect(cfd, (struct sockaddr *)&sin, sizeof(sin)));
+	sfd = rs_accept(_metadata, lfd);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		close(sfd);
+		close(lfd);
+		signal(SIGPIPE, SIG_DFL);
+		buf = calloc(1, n);
+		if (!buf)
+			_exit(3);
+		/* the buffers full, then a send() that blocks with nothing */
+		for (i = 0; i < 2; i++) {
+			while (send(cfd, buf, n, MSG_DONTWAIT) > 0)
+				;
+			if (errno != EAGAIN)
+				_exit(6);
+			usleep(200000);
+		}
+		if (send(cfd, buf, n, 0) >= 0)
+			_exit(4);
+		_exit(errno == ECONNRESET ? 0 : errno == EPIPE ? 2 : 5);
+	}
+	close(cfd);
+	usleep(1500000);
+	ASSERT_EQ(0, setsockopt(sfd, SOL_SOCKET, SO_LINGER,
+				&(struct linger){ 1, 0 },
+				sizeof(struct linger)));
+	close(sfd);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_FALSE(WIFSIGNALED(status))
+		TH_LOG("sender killed by signal %d", WTERMSIG(status));
+	EXPECT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status))
+		TH_LOG("sender: exit %d (2: EPIPE, 4: sent, 6: not full)",
+		       WEXITSTATUS(status));
+	close(lfd);
+}
+
 TEST_HARNESS_MAIN

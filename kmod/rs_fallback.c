@@ -773,7 +773,12 @@ void rs_fb_after_teardown(struct rs_sock *rs)
 		err = kernel_connect(rs->fbc, (struct sockaddr *)&rs->fb_dst,
 				     rs_fb_addr_len((struct sockaddr *)
 						    &rs->fb_dst), O_NONBLOCK);
-		if (err == -EINPROGRESS)
+		/*
+		 * fbc is published: a connect() of the user's may have
+		 * started TCP's connect first (EALREADY, EISCONN): fine
+		 */
+		if (err == -EINPROGRESS || err == -EALREADY ||
+		    err == -EISCONN)
 			err = 0;
 	}
 	if (err == -EBADF) {		/* closed meanwhile */

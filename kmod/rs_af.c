@@ -440,12 +440,19 @@ static int rs_listen(struct socket *sock, int backlog)
 		err = rs_autobind(rs);
 	if (!err)
 		err = rs_fb_reserve(rs);
-	/* forced TCP: no RDMA listener, RDMA clients fall back too */
-	if (!err && READ_ONCE(rs->fb_mode) != RDMASTREAM_FALLBACK_FORCE)
-		err = rdma_listen(rs->cm_id, backlog);
-	/* TCP after RDMA: an early RDMA client must not fall back to it */
+	/*
+	 * TCP first: it can fail (another SO_REUSEADDR socket listening on
+	 * the port), and stopping it again is simple; rdma_listen() cannot
+	 * be undone on its cm id.
+	 */
 	if (!err)
 		err = rs_fb_listen(rs, backlog);
+	/* forced TCP: no RDMA listener, RDMA clients fall back too */
+	if (!err && READ_ONCE(rs->fb_mode) != RDMASTREAM_FALLBACK_FORCE) {
+		err = rdma_listen(rs->cm_id, backlog);
+		if (err)
+			rs_fb_stop_listen(rs);
+	}
 	if (!err) {
 		rs->listener = true;
 		rs->is_bound = true;

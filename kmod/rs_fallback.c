@@ -446,8 +446,10 @@ int rs_fb_reserve(struct rs_sock *rs)
 }
 
 /*
- * listen(), after rdma_listen(): the TCP listener next to the RDMA one.
- * Under lock_sock() and tlock.
+ * listen(), before rdma_listen(): the TCP listener next to the RDMA one
+ * (stopped again by rs_fb_stop_listen() when rdma_listen() fails). An
+ * RDMA client in between is rejected and falls back to it. Under
+ * lock_sock() and tlock.
  */
 int rs_fb_listen(struct rs_sock *rs, int backlog)
 {
@@ -458,7 +460,10 @@ int rs_fb_listen(struct rs_sock *rs, int backlog)
 	err = kernel_listen(rs->fb, backlog);
 	if (err)
 		return err;
-	return rs_fb_hook(rs, rs->fb->sk, true, NULL);
+	err = rs_fb_hook(rs, rs->fb->sk, true, NULL);
+	if (err)
+		kernel_sock_shutdown(rs->fb, SHUT_RD);
+	return err;
 }
 
 bool rs_fb_accept_ready(struct rs_sock *rs)

@@ -871,4 +871,46 @@ TEST_F(fb, reset_blocked_send)
 	close(lfd);
 }
 
+/*
+ * listen() when TCP cannot listen (another SO_REUSEADDR socket listens
+ * on the port): EADDRINUSE and nothing listens; once the port is free,
+ * listen() again works and takes both kinds of clients. RDMA listened
+ * first and stayed so: the retry said EINVAL for good.
+ */
+TEST_F(fb, listen_tcp_busy)
+{
+	struct sockaddr_in sin;
+	int fd, t, cfd, sfd;
+
+	fd = rs_socket(0);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, rs_setint(fd, SOL_SOCKET, SO_REUSEADDR, 1));
+	rs_sin(&sin, rs.addr, 0);
+	ASSERT_EQ(0, bind(fd, (struct sockaddr *)&sin, sizeof(sin)));
+	ASSERT_EQ(0, getsockname(fd, (struct sockaddr *)&sin,
+				 &(socklen_t){ sizeof(sin) }));
+	t = tcp_socket();
+	ASSERT_EQ(0, rs_setint(t, SOL_SOCKET, SO_REUSEADDR, 1));
+	ASSERT_EQ(0, bind(t, (struct sockaddr *)&sin, sizeof(sin)));
+	ASSERT_EQ(0, listen(t, 4));
+	EXPECT_EQ(-1, listen(fd, 4));
+	EXPECT_EQ(EADDRINUSE, errno);
+	close(t);
+	ASSERT_EQ(0, listen(fd, 4)) TH_LOG("listen again: %s",
+					   strerror(errno));
+	cfd = rs_connect(_metadata, &sin);
+	sfd = rs_accept(_metadata, fd);
+	EXPECT_EQ(0, fb_reason(cfd));
+	fb_both_ways(_metadata, cfd, sfd, 64 << 10);
+	close(cfd);
+	close(sfd);
+	cfd = tcp_socket();
+	ASSERT_EQ(0, connect(cfd, (struct sockaddr *)&sin, sizeof(sin)));
+	sfd = rs_accept(_metadata, fd);
+	EXPECT_EQ(RDMASTREAM_FB_ACCEPTED, fb_reason(sfd));
+	close(cfd);
+	close(sfd);
+	close(fd);
+}
+
 TEST_HARNESS_MAIN

@@ -221,6 +221,14 @@ static void rs_fb_unhook(struct rs_sock *rs, struct sock *tsk)
 	rcu_read_unlock();
 }
 
+/* A TCP child of a hooked listener gets TCP's own data_ready back. */
+static void rs_fb_child_restore(struct rs_sock *lrs, struct socket *c)
+{
+	write_lock_bh(&c->sk->sk_callback_lock);
+	c->sk->sk_data_ready = lrs->fb_data_ready;
+	write_unlock_bh(&c->sk->sk_callback_lock);
+}
+
 /*
  * A closing TCP listener's children not yet accepted carry our
  * data_ready (cloned from the listener) and could outlive the module
@@ -231,13 +239,18 @@ static void rs_fb_unhook(struct rs_sock *rs, struct sock *tsk)
 static void rs_fb_drain(struct rs_sock *rs, struct socket *ls)
 {
 	struct socket *c;
+	u32 n;
 
 	if (inet_sk_state_load(ls->sk) != TCP_LISTEN)
 		return;
-	while (!kernel_accept(ls, &c, O_NONBLOCK)) {
-		write_lock_bh(&c->sk->sk_callback_lock);
-		c->sk->sk_data_ready = rs->fb_data_ready;
-		write_unlock_bh(&c->sk->sk_callback_lock);
+	/*
+	 * Only the children queued now: later ones are cloned from the
+	 * unhooked listener, with TCP's own callback, and a client that
+	 * keeps connecting must not keep us here (under lock_sock()).
+	 */
+	n = READ_ONCE(ls->sk->sk_ack_backlog);
+	while (n-- && !kernel_accept(ls, &c, O_NONBLOCK)) {
+		rs_fb_child_restore(rs, c);
 		sock_set_flag(c->sk, SOCK_LINGER);
 		c->sk->sk_lingertime = 0;
 		sock_release(c);
@@ -515,6 +528,8 @@ int rs_fb_accept(struct rs_sock *lrs, struct socket *newsock)
 		return err;
 	sk = rs_sock_alloc(sock_net(lsk), lsk, NULL, 0);
 	if (!sk) {
+		/* it must not outlive us with our callback */
+		rs_fb_child_restore(lrs, tcp);
 		sock_release(tcp);
 		return -ENOMEM;
 	}

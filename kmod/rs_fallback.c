@@ -251,8 +251,10 @@ static void rs_fb_drain(struct rs_sock *rs, struct socket *ls)
 	n = READ_ONCE(ls->sk->sk_ack_backlog);
 	while (n-- && !kernel_accept(ls, &c, O_NONBLOCK)) {
 		rs_fb_child_restore(rs, c);
+		lock_sock(c->sk);
 		sock_set_flag(c->sk, SOCK_LINGER);
 		c->sk->sk_lingertime = 0;
+		release_sock(c->sk);
 		sock_release(c);
 	}
 }
@@ -284,6 +286,8 @@ static int rs_fb_error(struct rs_sock *rs)
 	return READ_ONCE(rs->sk.sk_err) ? sock_error(&rs->sk) : 0;
 }
 
+static void rs_fb_sync_locked(struct rs_sock *rs, struct sock *tsk);
+
 static void rs_fb_keepalive_on(struct sock *tsk, int on)
 {
 	lock_sock(tsk);
@@ -304,9 +308,36 @@ void rs_fb_keepalive(struct rs_sock *rs, int on)
 
 /*
  * The SOL_SOCKET options the core sets on our socket and TCP must obey:
- * copied before each forwarded call (and at creation).
+ * copied before each forwarded call (and at creation). Under the TCP
+ * socket's lock: its flags and userlocks are written non-atomically, and
+ * softirq (SOCK_DONE) and keepalive (SOCK_KEEPOPEN) write them too.
  */
 static void rs_fb_sync(struct rs_sock *rs, struct sock *tsk)
+{
+	lock_sock(tsk);
+	rs_fb_sync_locked(rs, tsk);
+	release_sock(tsk);
+}
+
+/*
+ * What a socket bound before connect() or listen() may have been told
+ * since its TCP socket was made: applied again when it starts.
+ */
+static void rs_fb_apply(struct rs_sock *rs, struct sock *tsk)
+{
+	struct sock *sk = &rs->sk;
+
+	lock_sock(tsk);
+	WRITE_ONCE(tsk->sk_mark, READ_ONCE(sk->sk_mark));
+	WRITE_ONCE(tsk->sk_priority, READ_ONCE(sk->sk_priority));
+	release_sock(tsk);
+	if (READ_ONCE(rs->nodelay))
+		tcp_sock_set_nodelay(tsk);
+	if (sock_flag(sk, SOCK_KEEPOPEN) != sock_flag(tsk, SOCK_KEEPOPEN))
+		rs_fb_keepalive_on(tsk, sock_flag(sk, SOCK_KEEPOPEN));
+}
+
+static void rs_fb_sync_locked(struct rs_sock *rs, struct sock *tsk)
 {
 	struct sock *sk = &rs->sk;
 
@@ -470,6 +501,8 @@ int rs_fb_listen(struct rs_sock *rs, int backlog)
 
 	if (!rs->fb)
 		return 0;
+	/* TCP's children inherit these from its listener */
+	rs_fb_apply(rs, rs->fb->sk);
 	err = kernel_listen(rs->fb, backlog);
 	if (err)
 		return err;
@@ -579,6 +612,7 @@ static int rs_fb_prepare(struct rs_sock *rs, const struct sockaddr *addr,
 		if (err)
 			return err;
 	}
+	rs_fb_apply(rs, rs->fb->sk);
 	memset(&rs->fb_dst, 0, sizeof(rs->fb_dst));
 	memcpy(&rs->fb_dst, addr, rs_fb_addr_len(addr));
 	rs_fb_addr_for(rs->fb, &rs->fb_dst);

@@ -913,4 +913,51 @@ TEST_F(fb, listen_tcp_busy)
 	close(fd);
 }
 
+/*
+ * TCP_NODELAY and SO_KEEPALIVE set between bind() and connect() or
+ * listen() reach the TCP socket bind() made: read back 1 after the
+ * fallback (TCP_NODELAY is TCP's own), on a client and on a child
+ * accepted from a TCP client. They were copied only at its creation.
+ */
+TEST_F(fb, options_after_bind)
+{
+	struct sockaddr_in sin, any;
+	int lfd, cfd, sfd, fd;
+
+	lfd = tcp_listener(_metadata, &sin);
+	cfd = rs_socket(0);
+	ASSERT_LE(0, cfd);
+	rs_sin(&any, rs.addr, 0);
+	ASSERT_EQ(0, bind(cfd, (struct sockaddr *)&any, sizeof(any)));
+	ASSERT_EQ(0, rs_setint(cfd, IPPROTO_TCP, TCP_NODELAY, 1));
+	ASSERT_EQ(0, rs_setint(cfd, SOL_SOCKET, SO_KEEPALIVE, 1));
+	ASSERT_EQ(0, connect(cfd, (struct sockaddr *)&sin, sizeof(sin)));
+	EXPECT_EQ(RDMASTREAM_FB_REJECTED, fb_reason(cfd));
+	EXPECT_EQ(1, rs_getint(cfd, IPPROTO_TCP, TCP_NODELAY));
+	EXPECT_EQ(1, rs_getint(cfd, SOL_SOCKET, SO_KEEPALIVE));
+	sfd = accept(lfd, NULL, NULL);
+	ASSERT_LE(0, sfd);
+	close(sfd);
+	close(cfd);
+	close(lfd);
+
+	fd = rs_socket(0);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, bind(fd, (struct sockaddr *)&any, sizeof(any)));
+	ASSERT_EQ(0, getsockname(fd, (struct sockaddr *)&sin,
+				 &(socklen_t){ sizeof(sin) }));
+	ASSERT_EQ(0, rs_setint(fd, IPPROTO_TCP, TCP_NODELAY, 1));
+	ASSERT_EQ(0, rs_setint(fd, SOL_SOCKET, SO_KEEPALIVE, 1));
+	ASSERT_EQ(0, listen(fd, 4));
+	cfd = tcp_socket();
+	ASSERT_EQ(0, connect(cfd, (struct sockaddr *)&sin, sizeof(sin)));
+	sfd = rs_accept(_metadata, fd);
+	EXPECT_EQ(RDMASTREAM_FB_ACCEPTED, fb_reason(sfd));
+	EXPECT_EQ(1, rs_getint(sfd, IPPROTO_TCP, TCP_NODELAY));
+	EXPECT_EQ(1, rs_getint(sfd, SOL_SOCKET, SO_KEEPALIVE));
+	close(cfd);
+	close(sfd);
+	close(fd);
+}
+
 TEST_HARNESS_MAIN

@@ -324,6 +324,9 @@ struct rs_sock {
 	struct socket *fbc;		/* fb once ops forward to it: set once,
 					 * with release, until rs_release()
 					 */
+	struct sock *fb_sk;		/* fbc's sock, held until destruct:
+					 * what sock_diag reads (rs_fb_sk())
+					 */
 	int fb_mode;			/* RDMASTREAM_FALLBACK_* */
 	u8 fb_reason;			/* RDMASTREAM_FB_* (tlock) */
 	bool fb_pending;		/* CM attempt abandoned: TCP next */
@@ -481,6 +484,7 @@ bool rs_fb_cm_fail(struct rs_sock *rs, struct rdma_cm_event *ev, int err);
 void rs_fb_after_teardown(struct rs_sock *rs);
 bool rs_fb_wait(struct rs_sock *rs, long *timeo);
 void rs_fb_release(struct rs_sock *rs);
+void rs_fb_destruct(struct rs_sock *rs);
 void rs_fb_stop_listen(struct rs_sock *rs);
 void rs_fb_info(struct rs_sock *rs, struct rdmastream_info *info);
 int rs_fb_setsockopt(struct rs_sock *rs, int val);

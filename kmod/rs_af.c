@@ -40,6 +40,7 @@ static void rs_destruct(struct sock *sk)
 	struct rs_sock *rs = rs_sk(sk);
 
 	rs_diag_unlink(rs);
+	rs_fb_destruct(rs);
 	WARN_ON_ONCE(rs->transport);
 	rs_inet_destruct(sk);
 	rs_transport_free_rings(rs);
@@ -439,12 +440,19 @@ static int rs_listen(struct socket *sock, int backlog)
 		err = rs_autobind(rs);
 	if (!err)
 		err = rs_fb_reserve(rs);
-	/* forced TCP: no RDMA listener, RDMA clients fall back too */
-	if (!err && READ_ONCE(rs->fb_mode) != RDMASTREAM_FALLBACK_FORCE)
-		err = rdma_listen(rs->cm_id, backlog);
-	/* TCP after RDMA: an early RDMA client must not fall back to it */
+	/*
+	 * TCP first: it can fail (another SO_REUSEADDR socket listening on
+	 * the port), and stopping it again is simple; rdma_listen() cannot
+	 * be undone on its cm id.
+	 */
 	if (!err)
 		err = rs_fb_listen(rs, backlog);
+	/* forced TCP: no RDMA listener, RDMA clients fall back too */
+	if (!err && READ_ONCE(rs->fb_mode) != RDMASTREAM_FALLBACK_FORCE) {
+		err = rdma_listen(rs->cm_id, backlog);
+		if (err)
+			rs_fb_stop_listen(rs);
+	}
 	if (!err) {
 		rs->listener = true;
 		rs->is_bound = true;
@@ -592,6 +600,11 @@ static int rs_connect(struct socket *sock, struct sockaddr *uaddr, int alen,
 	if (rs_fbc(rs))
 		return rs_fb_connect(rs, addr, flags);
 	lock_sock(sk);
+	if (rs_fbc(rs)) {
+		/* another connect() fell back while we took the lock */
+		release_sock(sk);
+		return rs_fb_connect(rs, addr, flags);
+	}
 	switch (sock->state) {
 	case SS_CONNECTED:
 		err = -EISCONN;

@@ -17,7 +17,8 @@
  *
  * Locking: rs->fb is created and released under tlock; rs->fbc is
  * published once (smp_store_release) and read locklessly (rs_fbc()); it
- * stays valid until rs_release(), when no system call can run. The TCP
+ * stays valid until rs_release(), when no system call can run; sock_diag
+ * reads its sock, held until our destruct (rs_fb_sk()). The TCP
  * socket's callbacks find us through sk_user_data under its
  * sk_callback_lock, and are restored before the TCP socket is released.
  */
@@ -174,12 +175,19 @@ static void rs_fb_error_report(struct sock *tsk)
 /*
  * Take over the callbacks of tsk (all of them for a connection, only
  * data_ready for a listener). data_ready, if given, is the TCP socket's
- * own (an accepted child inherits the listener's hook instead).
+ * own (an accepted child inherits the listener's hook instead). A socket
+ * that has an owner already (hooked by us, or a BPF psock) is refused:
+ * hooking twice would save our own callbacks as TCP's, which then call
+ * themselves until the stack overflows.
  */
-static void rs_fb_hook(struct rs_sock *rs, struct sock *tsk, bool listener,
-		       void (*data_ready)(struct sock *sk))
+static int rs_fb_hook(struct rs_sock *rs, struct sock *tsk, bool listener,
+		      void (*data_ready)(struct sock *sk))
 {
 	write_lock_bh(&tsk->sk_callback_lock);
+	if (rcu_access_pointer(tsk->sk_user_data)) {
+		write_unlock_bh(&tsk->sk_callback_lock);
+		return -EBUSY;
+	}
 	rs->fb_data_ready = data_ready ? : tsk->sk_data_ready;
 	rs->fb_write_space = tsk->sk_write_space;
 	rs->fb_state_change = tsk->sk_state_change;
@@ -192,6 +200,7 @@ static void rs_fb_hook(struct rs_sock *rs, struct sock *tsk, bool listener,
 		tsk->sk_error_report = rs_fb_error_report;
 	}
 	write_unlock_bh(&tsk->sk_callback_lock);
+	return 0;
 }
 
 static void rs_fb_unhook(struct rs_sock *rs, struct sock *tsk)
@@ -212,6 +221,14 @@ static void rs_fb_unhook(struct rs_sock *rs, struct sock *tsk)
 	rcu_read_unlock();
 }
 
+/* A TCP child of a hooked listener gets TCP's own data_ready back. */
+static void rs_fb_child_restore(struct rs_sock *lrs, struct socket *c)
+{
+	write_lock_bh(&c->sk->sk_callback_lock);
+	c->sk->sk_data_ready = lrs->fb_data_ready;
+	write_unlock_bh(&c->sk->sk_callback_lock);
+}
+
 /*
  * A closing TCP listener's children not yet accepted carry our
  * data_ready (cloned from the listener) and could outlive the module
@@ -222,15 +239,22 @@ static void rs_fb_unhook(struct rs_sock *rs, struct sock *tsk)
 static void rs_fb_drain(struct rs_sock *rs, struct socket *ls)
 {
 	struct socket *c;
+	u32 n;
 
 	if (inet_sk_state_load(ls->sk) != TCP_LISTEN)
 		return;
-	while (!kernel_accept(ls, &c, O_NONBLOCK)) {
-		write_lock_bh(&c->sk->sk_callback_lock);
-		c->sk->sk_data_ready = rs->fb_data_ready;
-		write_unlock_bh(&c->sk->sk_callback_lock);
+	/*
+	 * Only the children queued now: later ones are cloned from the
+	 * unhooked listener, with TCP's own callback, and a client that
+	 * keeps connecting must not keep us here (under lock_sock()).
+	 */
+	n = READ_ONCE(ls->sk->sk_ack_backlog);
+	while (n-- && !kernel_accept(ls, &c, O_NONBLOCK)) {
+		rs_fb_child_restore(rs, c);
+		lock_sock(c->sk);
 		sock_set_flag(c->sk, SOCK_LINGER);
 		c->sk->sk_lingertime = 0;
+		release_sock(c->sk);
 		sock_release(c);
 	}
 }
@@ -262,6 +286,8 @@ static int rs_fb_error(struct rs_sock *rs)
 	return READ_ONCE(rs->sk.sk_err) ? sock_error(&rs->sk) : 0;
 }
 
+static void rs_fb_sync_locked(struct rs_sock *rs, struct sock *tsk);
+
 static void rs_fb_keepalive_on(struct sock *tsk, int on)
 {
 	lock_sock(tsk);
@@ -282,9 +308,36 @@ void rs_fb_keepalive(struct rs_sock *rs, int on)
 
 /*
  * The SOL_SOCKET options the core sets on our socket and TCP must obey:
- * copied before each forwarded call (and at creation).
+ * copied before each forwarded call (and at creation). Under the TCP
+ * socket's lock: its flags and userlocks are written non-atomically, and
+ * softirq (SOCK_DONE) and keepalive (SOCK_KEEPOPEN) write them too.
  */
 static void rs_fb_sync(struct rs_sock *rs, struct sock *tsk)
+{
+	lock_sock(tsk);
+	rs_fb_sync_locked(rs, tsk);
+	release_sock(tsk);
+}
+
+/*
+ * What a socket bound before connect() or listen() may have been told
+ * since its TCP socket was made: applied again when it starts.
+ */
+static void rs_fb_apply(struct rs_sock *rs, struct sock *tsk)
+{
+	struct sock *sk = &rs->sk;
+
+	lock_sock(tsk);
+	WRITE_ONCE(tsk->sk_mark, READ_ONCE(sk->sk_mark));
+	WRITE_ONCE(tsk->sk_priority, READ_ONCE(sk->sk_priority));
+	release_sock(tsk);
+	if (READ_ONCE(rs->nodelay))
+		tcp_sock_set_nodelay(tsk);
+	if (sock_flag(sk, SOCK_KEEPOPEN) != sock_flag(tsk, SOCK_KEEPOPEN))
+		rs_fb_keepalive_on(tsk, sock_flag(sk, SOCK_KEEPOPEN));
+}
+
+static void rs_fb_sync_locked(struct rs_sock *rs, struct sock *tsk)
 {
 	struct sock *sk = &rs->sk;
 
@@ -365,6 +418,31 @@ static struct socket *rs_fb_take(struct rs_sock *rs)
 }
 
 /*
+ * From now on our ops forward to s (hooked and complete). Its sock is
+ * held until our destruct: sock_diag, holding only our socket, may read
+ * it after close() has released s (rs_fb_sk()).
+ */
+static void rs_fb_publish(struct rs_sock *rs, struct socket *s)
+{
+	sock_hold(s->sk);
+	rs->fb_sk = s->sk;
+	/* pairs with rs_fbc() */
+	smp_store_release(&rs->fbc, s);
+}
+
+/* The TCP sock of a fallen-back socket, for readers without our lock. */
+static struct sock *rs_fb_sk(struct rs_sock *rs)
+{
+	return rs_fbc(rs) ? rs->fb_sk : NULL;
+}
+
+void rs_fb_destruct(struct rs_sock *rs)
+{
+	if (rs->fb_sk)
+		sock_put(rs->fb_sk);
+}
+
+/*
  * bind() reserves the TCP port as well (the port rdma_cm chose, when the
  * user asked for 0), so that the listener can listen on both. Under
  * lock_sock() and tlock, after a successful rdma_bind_addr().
@@ -412,8 +490,10 @@ int rs_fb_reserve(struct rs_sock *rs)
 }
 
 /*
- * listen(), after rdma_listen(): the TCP listener next to the RDMA one.
- * Under lock_sock() and tlock.
+ * listen(), before rdma_listen(): the TCP listener next to the RDMA one
+ * (stopped again by rs_fb_stop_listen() when rdma_listen() fails). An
+ * RDMA client in between is rejected and falls back to it. Under
+ * lock_sock() and tlock.
  */
 int rs_fb_listen(struct rs_sock *rs, int backlog)
 {
@@ -421,11 +501,15 @@ int rs_fb_listen(struct rs_sock *rs, int backlog)
 
 	if (!rs->fb)
 		return 0;
+	/* TCP's children inherit these from its listener */
+	rs_fb_apply(rs, rs->fb->sk);
 	err = kernel_listen(rs->fb, backlog);
 	if (err)
 		return err;
-	rs_fb_hook(rs, rs->fb->sk, true, NULL);
-	return 0;
+	err = rs_fb_hook(rs, rs->fb->sk, true, NULL);
+	if (err)
+		kernel_sock_shutdown(rs->fb, SHUT_RD);
+	return err;
 }
 
 bool rs_fb_accept_ready(struct rs_sock *rs)
@@ -477,6 +561,8 @@ int rs_fb_accept(struct rs_sock *lrs, struct socket *newsock)
 		return err;
 	sk = rs_sock_alloc(sock_net(lsk), lsk, NULL, 0);
 	if (!sk) {
+		/* it must not outlive us with our callback */
+		rs_fb_child_restore(lrs, tcp);
 		sock_release(tcp);
 		return -ENOMEM;
 	}
@@ -491,8 +577,7 @@ int rs_fb_accept(struct rs_sock *lrs, struct socket *newsock)
 	rs->established = true;
 	rs_set_state(sk, inet_sk_state_load(tcp->sk));
 	tcp->state = SS_CONNECTED;
-	/* pairs with rs_fbc(): the TCP socket is hooked and complete */
-	smp_store_release(&rs->fbc, tcp);
+	rs_fb_publish(rs, tcp);
 	rs_stat_inc(lsk, RS_EV_FB_ACCEPTED);
 	lock_sock_nested(sk, SINGLE_DEPTH_NESTING);
 	sock_graft(sk, newsock);
@@ -520,18 +605,22 @@ static int rs_fb_prepare(struct rs_sock *rs, const struct sockaddr *addr,
 
 	if (rs->fb_closed)
 		return -EBADF;
+	if (rs_fbc(rs))		/* another connect() got there first */
+		return 0;
 	if (!rs->fb) {
 		err = rs_fb_create(rs, addr->sa_family);
 		if (err)
 			return err;
 	}
+	rs_fb_apply(rs, rs->fb->sk);
 	memset(&rs->fb_dst, 0, sizeof(rs->fb_dst));
 	memcpy(&rs->fb_dst, addr, rs_fb_addr_len(addr));
 	rs_fb_addr_for(rs->fb, &rs->fb_dst);
 	rs->fb_reason = reason;
-	rs_fb_hook(rs, rs->fb->sk, false, NULL);
-	/* pairs with rs_fbc(): the TCP socket is hooked and complete */
-	smp_store_release(&rs->fbc, rs->fb);
+	err = rs_fb_hook(rs, rs->fb->sk, false, NULL);
+	if (err)
+		return err;
+	rs_fb_publish(rs, rs->fb);
 	rs_stat_inc(&rs->sk, rs_fb_ev[reason]);
 	return 0;
 }
@@ -738,7 +827,12 @@ void rs_fb_after_teardown(struct rs_sock *rs)
 		err = kernel_connect(rs->fbc, (struct sockaddr *)&rs->fb_dst,
 				     rs_fb_addr_len((struct sockaddr *)
 						    &rs->fb_dst), O_NONBLOCK);
-		if (err == -EINPROGRESS)
+		/*
+		 * fbc is published: a connect() of the user's may have
+		 * started TCP's connect first (EALREADY, EISCONN): fine
+		 */
+		if (err == -EINPROGRESS || err == -EALREADY ||
+		    err == -EISCONN)
 			err = 0;
 	}
 	if (err == -EBADF) {		/* closed meanwhile */
@@ -824,21 +918,21 @@ void rs_fb_release(struct rs_sock *rs)
 
 void rs_fb_info(struct rs_sock *rs, struct rdmastream_info *info)
 {
-	struct socket *fb = rs_fbc(rs);
+	struct sock *tsk = rs_fb_sk(rs);
 	struct tcp_sock *tp;
 
-	if (!fb)
+	if (!tsk)
 		return;
-	tp = tcp_sk(fb->sk);
+	tp = tcp_sk(tsk);
 	info->rsi_fallback = rs->fb_reason;
 	info->rsi_flags |= RDMASTREAM_INFO_F_FALLBACK;
-	info->rsi_state = inet_sk_state_load(fb->sk);
+	info->rsi_state = inet_sk_state_load(tsk);
 	info->rsi_flags &= RDMASTREAM_INFO_F_FALLBACK;
 	if (rs_state_open(info->rsi_state))
 		info->rsi_flags |= RDMASTREAM_INFO_F_PEER_READY;
-	if (READ_ONCE(fb->sk->sk_shutdown) & SEND_SHUTDOWN)
+	if (READ_ONCE(tsk->sk_shutdown) & SEND_SHUTDOWN)
 		info->rsi_flags |= RDMASTREAM_INFO_F_FIN_SENT;
-	if (sock_flag(fb->sk, SOCK_DONE))
+	if (sock_flag(tsk, SOCK_DONE))
 		info->rsi_flags |= RDMASTREAM_INFO_F_FIN_RCVD;
 	if (READ_ONCE(rs->sk.sk_err) == ECONNRESET)
 		info->rsi_flags |= RDMASTREAM_INFO_F_RESET;
@@ -872,6 +966,26 @@ int rs_fb_setsockopt(struct rs_sock *rs, int val)
 }
 
 /*
+ * A send forwarded with MSG_NOSIGNAL: TCP's EPIPE after a reset or a
+ * refused handshake (its error moved to us by rs_fb_error_report() before
+ * the blocked sender could see it) is that error, with no SIGPIPE, as
+ * TCP gives it; a real EPIPE raises SIGPIPE unless the user said not to.
+ */
+static int rs_fb_send_err(struct rs_sock *rs, int ret, int flags)
+{
+	int err;
+
+	if (ret != -EPIPE)
+		return ret;
+	err = rs_fb_error(rs);
+	if (err)
+		return err;
+	if (!(flags & MSG_NOSIGNAL))
+		send_sig(SIGPIPE, current, 0);
+	return -EPIPE;
+}
+
+/*
  * The forwarding of data-path calls. A call that finds the handshake
  * undecided and may block waits for the decision first (rs_fb_wait()).
  */
@@ -880,7 +994,7 @@ int rs_fb_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
 	struct rs_sock *rs = rs_sk(sock->sk);
 	long timeo = sock_sndtimeo(sock->sk, msg->msg_flags & MSG_DONTWAIT);
 	struct socket *fb;
-	int ret;
+	int ret, flags;
 
 	rs_fb_wait(rs, &timeo);
 	fb = rs_fbc(rs);
@@ -890,7 +1004,11 @@ int rs_fb_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
 	if (ret)
 		return ret;
 	rs_fb_sync(rs, fb->sk);
-	return fb->ops->sendmsg(fb, msg, len);
+	flags = msg->msg_flags;
+	msg->msg_flags |= MSG_NOSIGNAL;
+	ret = fb->ops->sendmsg(fb, msg, len);
+	msg->msg_flags = flags;
+	return rs_fb_send_err(rs, ret, flags);
 }
 
 int rs_fb_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
@@ -933,7 +1051,9 @@ ssize_t rs_fb_sendpage(struct socket *sock, struct page *page,
 	if (READ_ONCE(rs->sk.sk_err))
 		return rs_fb_error(rs);
 	rs_fb_sync(rs, fb->sk);
-	return fb->ops->sendpage(fb, page, offset, size, flags);
+	return rs_fb_send_err(rs, fb->ops->sendpage(fb, page, offset, size,
+						    flags | MSG_NOSIGNAL),
+			      flags);
 }
 
 int rs_fb_shutdown(struct socket *sock, int how)
@@ -974,7 +1094,7 @@ int rs_fb_get(struct socket *sock, int level, int optname,
 bool rs_fb_names(struct rs_sock *rs, struct sockaddr_storage *local,
 		 struct sockaddr_storage *peer)
 {
-	struct socket *fb = rs_fbc(rs);
+	struct sock *tsk = rs_fb_sk(rs);
 	struct sockaddr_in6 *l6 = (struct sockaddr_in6 *)local;
 	struct sockaddr_in6 *p6 = (struct sockaddr_in6 *)peer;
 	struct sockaddr_in *l = (struct sockaddr_in *)local;
@@ -982,20 +1102,20 @@ bool rs_fb_names(struct rs_sock *rs, struct sockaddr_storage *local,
 	struct inet_sock *inet;
 	bool connected;
 
-	if (!fb)
+	if (!tsk)
 		return false;
-	inet = inet_sk(fb->sk);
+	inet = inet_sk(tsk);
 	connected = inet->inet_dport &&
-		    inet_sk_state_load(fb->sk) != TCP_CLOSE;
-	if (fb->sk->sk_family == AF_INET6) {
+		    inet_sk_state_load(tsk) != TCP_CLOSE;
+	if (tsk->sk_family == AF_INET6) {
 		l6->sin6_family = AF_INET6;
 		l6->sin6_port = inet->inet_sport;
-		l6->sin6_addr = fb->sk->sk_v6_rcv_saddr;
+		l6->sin6_addr = tsk->sk_v6_rcv_saddr;
 		if (!connected)
 			return true;
 		p6->sin6_family = AF_INET6;
 		p6->sin6_port = inet->inet_dport;
-		p6->sin6_addr = fb->sk->sk_v6_daddr;
+		p6->sin6_addr = tsk->sk_v6_daddr;
 		return true;
 	}
 	l->sin_family = AF_INET;
@@ -1011,12 +1131,12 @@ bool rs_fb_names(struct rs_sock *rs, struct sockaddr_storage *local,
 
 bool rs_fb_queues(struct rs_sock *rs, u32 *rqueue, u32 *wqueue)
 {
-	struct socket *fb = rs_fbc(rs);
+	struct sock *tsk = rs_fb_sk(rs);
 	const struct tcp_sock *tp;
 
-	if (!fb)
+	if (!tsk)
 		return false;
-	tp = tcp_sk(fb->sk);
+	tp = tcp_sk(tsk);
 	*rqueue = max_t(int, READ_ONCE(tp->rcv_nxt) -
 			READ_ONCE(tp->copied_seq), 0);
 	*wqueue = READ_ONCE(tp->write_seq) - READ_ONCE(tp->snd_una);

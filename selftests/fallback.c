@@ -10,6 +10,8 @@
 #include "rs_common.h"
 
 #include <sys/epoll.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <rdma/rdma_cma.h>
 
 #define FB_BYTES	(1 << 20)
@@ -604,6 +606,358 @@ TEST_F(fb, listener_close_resets_queue)
 	EXPECT_EQ(-1, read(cfd, &c, 1));
 	EXPECT_EQ(ECONNRESET, errno);
 	close(cfd);
+}
+
+/* Threads that connect() one socket at once (the race of defect 1). */
+#define FB_RACERS	4
+
+struct fb_racer {
+	volatile int *go;
+	int fd;
+	const struct sockaddr_in *sin;
+	int err;
+};
+
+static void *fb_race_connect(void *arg)
+{
+	struct fb_racer *r = arg;
+
+	while (!*r->go)		/* spinning: both CPUs enter at once */
+		;
+	r->err = connect(r->fd, (const struct sockaddr *)r->sin,
+			 sizeof(*r->sin)) ? errno : 0;
+	return NULL;
+}
+
+/*
+ * FB_RACERS threads connect() fd to sin at once, where lfd, a TCP
+ * listener of backlog 0, has its queue full (a first client, not yet
+ * accepted): the first SYN is dropped and the first connect() waits for
+ * its retransmission, while the others come in. One succeeds, the others
+ * get what TCP gives a second connect(). Then the connection carries
+ * data both ways.
+ */
+static void fb_race(struct __test_metadata *_metadata, int fd, int lfd,
+		    const struct sockaddr_in *sin)
+{
+	struct fb_racer r[FB_RACERS];
+	pthread_t t[FB_RACERS];
+	volatile int go = 0;
+	int i, sfd, filler, ok = 0;
+
+	filler = tcp_socket();
+	ASSERT_EQ(0, connect(filler, (struct sockaddr *)sin, sizeof(*sin)));
+	for (i = 0; i < FB_RACERS; i++) {
+		r[i] = (struct fb_racer){ .go = &go, .fd = fd, .sin = sin };
+		ASSERT_EQ(0, pthread_create(&t[i], NULL, fb_race_connect,
+					    &r[i]));
+	}
+	usleep(50000);
+	go = 1;
+	usleep(300000);
+	sfd = accept(lfd, NULL, NULL);	/* the first client: room again */
+	ASSERT_LE(0, sfd);
+	close(sfd);
+	close(filler);
+	for (i = 0; i < FB_RACERS; i++) {
+		ASSERT_EQ(0, pthread_join(t[i], NULL));
+		EXPECT_TRUE(!r[i].err || r[i].err == EISCONN ||
+			    r[i].err == EALREADY)
+			TH_LOG("connect: %s", strerror(r[i].err));
+		ok += !r[i].err;
+	}
+	EXPECT_LE(1, ok);
+	sfd = rs_accept(_metadata, lfd);
+	EXPECT_LT(0, fb_reason(fd));
+	fb_both_ways(_metadata, fd, sfd, 64 << 10);
+	close(sfd);
+}
+
+/* A TCP listener of backlog 0 on addr (port 0: any), its name in sin. */
+static int fb_race_listener(struct __test_metadata *_metadata,
+			    struct sockaddr_in *sin, struct in_addr addr)
+{
+	int lfd = tcp_socket();
+
+	ASSERT_LE(0, lfd);
+	rs_sin(sin, addr, 0);
+	ASSERT_EQ(0, bind(lfd, (struct sockaddr *)sin, sizeof(*sin)));
+	ASSERT_EQ(0, listen(lfd, 0));
+	ASSERT_EQ(0, getsockname(lfd, (struct sockaddr *)sin,
+				 &(socklen_t){ sizeof(*sin) }));
+	return lfd;
+}
+
+/*
+ * Concurrent connect() of one socket that falls back in connect()
+ * itself (forced; no RDMA device): the TCP socket is hooked once. A
+ * second hook saved our callbacks as TCP's: the handshake's end then
+ * recursed until the kernel stack overflowed.
+ */
+TEST_F(fb, concurrent_connect)
+{
+	struct sockaddr_in sin;
+	int lfd, fd, i;
+
+	lfd = fb_race_listener(_metadata, &sin, rs.addr);
+	for (i = 0; i < 5; i++) {
+		fd = fb_socket(RDMASTREAM_FALLBACK_FORCE);
+		ASSERT_GE(fd, 0);
+		fb_race(_metadata, fd, lfd, &sin);
+		close(fd);
+	}
+	close(lfd);
+	rs_system("modprobe -q dummy 2>/dev/null");
+	rs_system("ip link del rsfb1 2>/dev/null");
+	ASSERT_EQ(0, rs_system("ip link add rsfb1 type dummy && "
+			       "ip addr add 198.51.101.1/24 dev rsfb1 && "
+			       "ip link set rsfb1 up"));
+	lfd = fb_race_listener(_metadata, &sin,
+			       rs_inaddr("198.51.101.1"));
+	for (i = 0; i < 5; i++) {
+		fd = fb_socket(RDMASTREAM_FALLBACK_AUTO);
+		ASSERT_GE(fd, 0);
+		fb_race(_metadata, fd, lfd, &sin);
+		close(fd);
+	}
+	close(lfd);
+	rs_system("ip link del rsfb1");
+}
+
+/* One sock_diag dump of every rdmastream socket, with info; 0 or -1. */
+static int fb_diag_dump(int nl)
+{
+	struct {
+		struct nlmsghdr h;
+		struct rdmastream_diag_req r;
+	} req = {
+		.h.nlmsg_len = sizeof(req),
+		.h.nlmsg_type = SOCK_DIAG_BY_FAMILY,
+		.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP,
+		.r.sdiag_family = AF_RDMASTREAM,
+		.r.rdiag_states = ~0U,
+		.r.rdiag_show = RDMASTREAM_DIAG_SHOW_INFO,
+	};
+	static char buf[1 << 16];
+	long long fam = rs_param_get("family");
+	struct nlmsghdr *h;
+	ssize_t len;
+
+	if (fam > 0)
+		req.r.sdiag_family = fam;
+	if (send(nl, &req, sizeof(req), 0) < 0)
+		return -1;
+	for (;;) {
+		len = recv(nl, buf, sizeof(buf), 0);
+		if (len < 0)
+			return -1;
+		for (h = (void *)buf; NLMSG_OK(h, len); h = NLMSG_NEXT(h, len))
+			if (h->nlmsg_type == NLMSG_DONE ||
+			    h->nlmsg_type == NLMSG_ERROR)
+				return h->nlmsg_type == NLMSG_DONE ? 0 : -1;
+	}
+}
+
+static volatile int fb_diag_stop;
+
+static void *fb_diag_loop(void *arg __attribute__((unused)))
+{
+	long n = 0;
+	int nl;
+
+	nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	if (nl < 0)
+		return (void *)-1L;
+	while (!fb_diag_stop) {
+		if (fb_diag_dump(nl)) {
+			n = -1;
+			break;
+		}
+		n++;
+	}
+	close(nl);
+	return (void *)n;
+}
+
+/*
+ * sock_diag while fallen-back sockets close: the dump reads the TCP
+ * socket of a socket it holds, which close() releases meanwhile (the
+ * dump then read a freed struct socket). Sockets come and go for 3 s,
+ * the dump runs all along and every dump completes.
+ */
+TEST_F(fb, diag_vs_close)
+{
+	int lfd, cfd[8], sfd[8], i, rounds = 0;
+	struct sockaddr_in sin;
+	pthread_t t;
+	double end;
+	void *ret;
+
+	lfd = rs_listener(_metadata, &sin);
+	fb_diag_stop = 0;
+	ASSERT_EQ(0, pthread_create(&t, NULL, fb_diag_loop, NULL));
+	for (end = rs_now() + 3; rs_now() < end; rounds++) {
+		for (i = 0; i < 8; i++) {
+			cfd[i] = fb_socket(RDMASTREAM_FALLBACK_FORCE);
+			ASSERT_GE(cfd[i], 0);
+			ASSERT_EQ(0, connect(cfd[i], (struct sockaddr *)&sin,
+					     sizeof(sin)));
+			sfd[i] = rs_accept(_metadata, lfd);
+		}
+		for (i = 0; i < 8; i++) {
+			close(cfd[i]);
+			close(sfd[i]);
+		}
+	}
+	fb_diag_stop = 1;
+	ASSERT_EQ(0, pthread_join(t, &ret));
+	TH_LOG("%d rounds of 8 pairs, %ld dumps", rounds, (long)ret);
+	EXPECT_LT(0, (long)ret);
+	close(lfd);
+}
+
+/*
+ * A reset while send() is blocked (the peer never reads) on a socket
+ * over TCP: ECONNRESET and no SIGPIPE, as TCP gives. The error was moved
+ * off the TCP socket before the sender woke: EPIPE and SIGPIPE killed
+ * it. The sender is a child with SIGPIPE's default action.
+ */
+TEST_F(fb, reset_blocked_send)
+{
+	int lfd, cfd, sfd, status, i;
+	struct sockaddr_in sin;
+	size_t n = 1 << 20;
+	char *buf;
+	pid_t pid;
+
+	lfd = rs_listener(_metadata, &sin);
+	cfd = fb_socket(RDMASTREAM_FALLBACK_FORCE);
+	ASSERT_GE(cfd, 0);
+	ASSERT_EQ(0, connect(cfd, (struct sockaddr *)&sin, sizeof(sin)));
+	sfd = rs_accept(_metadata, lfd);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		close(sfd);
+		close(lfd);
+		signal(SIGPIPE, SIG_DFL);
+		buf = calloc(1, n);
+		if (!buf)
+			_exit(3);
+		/* the buffers full, then a send() that blocks with nothing */
+		for (i = 0; i < 2; i++) {
+			while (send(cfd, buf, n, MSG_DONTWAIT) > 0)
+				;
+			if (errno != EAGAIN)
+				_exit(6);
+			usleep(200000);
+		}
+		if (send(cfd, buf, n, 0) >= 0)
+			_exit(4);
+		_exit(errno == ECONNRESET ? 0 : errno == EPIPE ? 2 : 5);
+	}
+	close(cfd);
+	usleep(1500000);
+	ASSERT_EQ(0, setsockopt(sfd, SOL_SOCKET, SO_LINGER,
+				&(struct linger){ 1, 0 },
+				sizeof(struct linger)));
+	close(sfd);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_FALSE(WIFSIGNALED(status))
+		TH_LOG("sender killed by signal %d", WTERMSIG(status));
+	EXPECT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status))
+		TH_LOG("sender: exit %d (2: EPIPE, 4: sent, 6: not full)",
+		       WEXITSTATUS(status));
+	close(lfd);
+}
+
+/*
+ * listen() when TCP cannot listen (another SO_REUSEADDR socket listens
+ * on the port): EADDRINUSE and nothing listens; once the port is free,
+ * listen() again works and takes both kinds of clients. RDMA listened
+ * first and stayed so: the retry said EINVAL for good.
+ */
+TEST_F(fb, listen_tcp_busy)
+{
+	struct sockaddr_in sin;
+	int fd, t, cfd, sfd;
+
+	fd = rs_socket(0);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, rs_setint(fd, SOL_SOCKET, SO_REUSEADDR, 1));
+	rs_sin(&sin, rs.addr, 0);
+	ASSERT_EQ(0, bind(fd, (struct sockaddr *)&sin, sizeof(sin)));
+	ASSERT_EQ(0, getsockname(fd, (struct sockaddr *)&sin,
+				 &(socklen_t){ sizeof(sin) }));
+	t = tcp_socket();
+	ASSERT_EQ(0, rs_setint(t, SOL_SOCKET, SO_REUSEADDR, 1));
+	ASSERT_EQ(0, bind(t, (struct sockaddr *)&sin, sizeof(sin)));
+	ASSERT_EQ(0, listen(t, 4));
+	EXPECT_EQ(-1, listen(fd, 4));
+	EXPECT_EQ(EADDRINUSE, errno);
+	close(t);
+	ASSERT_EQ(0, listen(fd, 4)) TH_LOG("listen again: %s",
+					   strerror(errno));
+	cfd = rs_connect(_metadata, &sin);
+	sfd = rs_accept(_metadata, fd);
+	EXPECT_EQ(0, fb_reason(cfd));
+	fb_both_ways(_metadata, cfd, sfd, 64 << 10);
+	close(cfd);
+	close(sfd);
+	cfd = tcp_socket();
+	ASSERT_EQ(0, connect(cfd, (struct sockaddr *)&sin, sizeof(sin)));
+	sfd = rs_accept(_metadata, fd);
+	EXPECT_EQ(RDMASTREAM_FB_ACCEPTED, fb_reason(sfd));
+	close(cfd);
+	close(sfd);
+	close(fd);
+}
+
+/*
+ * TCP_NODELAY and SO_KEEPALIVE set between bind() and connect() or
+ * listen() reach the TCP socket bind() made: read back 1 after the
+ * fallback (TCP_NODELAY is TCP's own), on a client and on a child
+ * accepted from a TCP client. They were copied only at its creation.
+ */
+TEST_F(fb, options_after_bind)
+{
+	struct sockaddr_in sin, any;
+	int lfd, cfd, sfd, fd;
+
+	lfd = tcp_listener(_metadata, &sin);
+	cfd = rs_socket(0);
+	ASSERT_LE(0, cfd);
+	rs_sin(&any, rs.addr, 0);
+	ASSERT_EQ(0, bind(cfd, (struct sockaddr *)&any, sizeof(any)));
+	ASSERT_EQ(0, rs_setint(cfd, IPPROTO_TCP, TCP_NODELAY, 1));
+	ASSERT_EQ(0, rs_setint(cfd, SOL_SOCKET, SO_KEEPALIVE, 1));
+	ASSERT_EQ(0, connect(cfd, (struct sockaddr *)&sin, sizeof(sin)));
+	EXPECT_EQ(RDMASTREAM_FB_REJECTED, fb_reason(cfd));
+	EXPECT_EQ(1, rs_getint(cfd, IPPROTO_TCP, TCP_NODELAY));
+	EXPECT_EQ(1, rs_getint(cfd, SOL_SOCKET, SO_KEEPALIVE));
+	sfd = accept(lfd, NULL, NULL);
+	ASSERT_LE(0, sfd);
+	close(sfd);
+	close(cfd);
+	close(lfd);
+
+	fd = rs_socket(0);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, bind(fd, (struct sockaddr *)&any, sizeof(any)));
+	ASSERT_EQ(0, getsockname(fd, (struct sockaddr *)&sin,
+				 &(socklen_t){ sizeof(sin) }));
+	ASSERT_EQ(0, rs_setint(fd, IPPROTO_TCP, TCP_NODELAY, 1));
+	ASSERT_EQ(0, rs_setint(fd, SOL_SOCKET, SO_KEEPALIVE, 1));
+	ASSERT_EQ(0, listen(fd, 4));
+	cfd = tcp_socket();
+	ASSERT_EQ(0, connect(cfd, (struct sockaddr *)&sin, sizeof(sin)));
+	sfd = rs_accept(_metadata, fd);
+	EXPECT_EQ(RDMASTREAM_FB_ACCEPTED, fb_reason(sfd));
+	EXPECT_EQ(1, rs_getint(sfd, IPPROTO_TCP, TCP_NODELAY));
+	EXPECT_EQ(1, rs_getint(sfd, SOL_SOCKET, SO_KEEPALIVE));
+	close(cfd);
+	close(sfd);
+	close(fd);
 }
 
 TEST_HARNESS_MAIN

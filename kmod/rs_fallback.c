@@ -264,6 +264,10 @@ static void rs_fb_drain(struct rs_sock *rs, struct socket *ls)
  * here). A reset's error comes with its hang-up, as on RDMA: TCP's poll,
  * which reads sk_err before tcp_done() has set the shutdown and the
  * state, could show the error alone (poll.c's reset.poll_race).
+ *
+ * TCP sets sk_err before it calls sk_error_report(), which moves it to
+ * us: a poll in between moves it itself, so that the SO_ERROR a POLLERR
+ * sends the caller to (sock_getsockopt() on our socket) finds it.
  */
 __poll_t rs_fb_poll(struct file *file, struct rs_sock *rs)
 {
@@ -272,7 +276,13 @@ __poll_t rs_fb_poll(struct file *file, struct rs_sock *rs)
 	int err;
 
 	mask = fb->ops->poll(file, fb, NULL);
-	err = READ_ONCE(rs->sk.sk_err) ? : READ_ONCE(fb->sk->sk_err);
+	err = READ_ONCE(rs->sk.sk_err);
+	if (!err && READ_ONCE(fb->sk->sk_err)) {
+		err = xchg(&fb->sk->sk_err, 0);
+		if (err)
+			cmpxchg(&rs->sk.sk_err, 0, err);
+		err = READ_ONCE(rs->sk.sk_err);
+	}
 	if (err)
 		mask |= EPOLLERR;
 	if (err == ECONNRESET)

@@ -2225,6 +2225,14 @@ TEST(reconnect_after_refused)
 	hold = rs_bound(_metadata, 0, &refusing);
 	c = rs_socket(0);
 	ASSERT_GE(c, 0);
+	/*
+	 * RDMA only: a socket whose connect() fell back to TCP stays on TCP
+	 * for its later attempts (docs/fallback.md), and nothing listens
+	 * on RDMA there, so the refused attempt would fall back.
+	 */
+	if (!rs.tcp)
+		ASSERT_EQ(0, rs_setint(c, SOL_RDMASTREAM, RDMASTREAM_FALLBACK,
+				       RDMASTREAM_FALLBACK_NEVER));
 	ASSERT_EQ(-1, connect(c, (struct sockaddr *)&refusing,
 			      sizeof(refusing)));
 	ASSERT_EQ(ECONNREFUSED, errno);

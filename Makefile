@@ -21,7 +21,12 @@
 #               docs/diag.md)
 #
 KVER	?= $(shell scripts/kver 2>/dev/null)
-KDIR	?= /usr/src/linux-headers-$(KVER)
+# KVER may name a kernel of another Debian release that scripts/kernels
+# fetched (docs/kernels.md): its headers are in the cache, and it may be
+# built in that release's chroot (KBUILD_IN).
+KDIR	?= $(shell scripts/kernels kdir $(KVER) 2>/dev/null || \
+		echo /usr/src/linux-headers-$(KVER))
+KBUILD_IN = scripts/kernels exec $(KVER) --
 BUILD	:= $(CURDIR)/build
 KSRC_TAR ?= /usr/src/linux-source-6.1.tar.xz
 KSRC	:= $(BUILD)/ksrc
@@ -34,7 +39,7 @@ KSFT_DIR := $(KSRC)/tools/testing/selftests
 all: module selftests bench-build preload tools
 
 module:
-	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
+	$(KBUILD_IN) $(MAKE) -C $(KDIR) M=$(CURDIR) modules
 
 deps:
 	scripts/install-deps

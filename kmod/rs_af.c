@@ -322,7 +322,8 @@ static int rs_bind_errno(struct net *net, struct sockaddr *addr, int err)
 	return ret ? err : -EADDRINUSE;
 }
 
-static int rs_bind(struct socket *sock, struct sockaddr *uaddr, int alen)
+static int rs_bind(struct socket *sock, struct rs_sockaddr_arg *uaddr,
+		   int alen)
 {
 	struct sock *sk = sock->sk;
 	struct rs_sock *rs = rs_sk(sk);
@@ -331,7 +332,8 @@ static int rs_bind(struct socket *sock, struct sockaddr *uaddr, int alen)
 	bool mapped;
 	int err;
 
-	err = rs_copy_addr(sk, &ss, uaddr, alen, true, &mapped);
+	err = rs_copy_addr(sk, &ss, (struct sockaddr *)uaddr, alen, true,
+			   &mapped);
 	if (err)
 		return err;
 	lock_sock(sk);
@@ -424,8 +426,8 @@ static bool rs_accept_ready(struct rs_sock *lrs)
 	       READ_ONCE(lrs->sk.sk_state) != TCP_LISTEN;
 }
 
-static int rs_accept(struct socket *sock, struct socket *newsock, int flags,
-		     bool kern)
+static int rs_accept(struct socket *sock, struct socket *newsock,
+		     RS_ACCEPT_ARGS)
 {
 	struct sock *sk = sock->sk;
 	struct rs_sock *lrs = rs_sk(sk), *rs;
@@ -434,7 +436,7 @@ static int rs_accept(struct socket *sock, struct socket *newsock, int flags,
 	int err = 0;
 
 	lock_sock(sk);
-	timeo = sock_rcvtimeo(sk, flags & O_NONBLOCK);
+	timeo = sock_rcvtimeo(sk, rs_accept_flags() & O_NONBLOCK);
 	while (!(rs = rs_accept_dequeue(lrs))) {
 		if (sk->sk_err) {
 			err = sock_error(sk);
@@ -513,8 +515,8 @@ out:
 	return err;
 }
 
-static int rs_connect(struct socket *sock, struct sockaddr *uaddr, int alen,
-		      int flags)
+static int rs_connect(struct socket *sock, struct rs_sockaddr_arg *uaddr,
+		      int alen, int flags)
 {
 	struct sock *sk = sock->sk;
 	struct rs_sock *rs = rs_sk(sk);
@@ -524,7 +526,8 @@ static int rs_connect(struct socket *sock, struct sockaddr *uaddr, int alen,
 	long timeo;
 	int err;
 
-	err = rs_copy_addr(sk, &ss, uaddr, alen, false, &mapped);
+	err = rs_copy_addr(sk, &ss, (struct sockaddr *)uaddr, alen, false,
+			   &mapped);
 	if (err)
 		return err;
 	lock_sock(sk);
@@ -716,7 +719,7 @@ static int rs_ioctl(struct socket *sock, unsigned int cmd, unsigned long arg)
 	.sendmsg	= rs_sendmsg,		\
 	.recvmsg	= rs_recvmsg,		\
 	.mmap		= sock_no_mmap,		\
-	.sendpage	= rs_sendpage,		\
+	RS_OPS_SENDPAGE				\
 }
 
 const struct proto_ops rs_proto_ops = RS_PROTO_OPS(AF_RDMASTREAM);

@@ -12,6 +12,7 @@
 #include <linux/net.h>
 #include <linux/uio.h>
 #include <linux/sched/mm.h>
+#include <linux/workqueue.h>
 #include <net/sock.h>
 #include <net/ipv6.h>
 #include <rdma/ib_verbs.h>
@@ -166,5 +167,13 @@ static inline bool rs_inet6_cleanup_sock(struct sock *sk)
 	return true;
 #endif
 }
+
+/*
+ * alloc_workqueue() wants WQ_PERCPU or WQ_UNBOUND said (7.x warns when
+ * neither is); before, per-CPU was the default.
+ */
+#ifndef RS_HAVE_WQ_PERCPU
+#define WQ_PERCPU		0
+#endif
 
 #endif /* RS_COMPAT_H */

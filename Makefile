@@ -2,6 +2,10 @@
 #
 # make          build the module (and the test and bench programs)
 # make check    install what is missing, build, run every test in QEMU VMs
+#               (KVER=<release>: on another Debian kernel, docs/kernels.md)
+# make check-kernels  make check on Debian's 5.10, 6.1, 6.12 and newest
+#               7.x, fetched and cached by scripts/kernels (docs/kernels.md)
+# make module-kernels  only the W=1 warning-free module build for all four
 # make check-debug  the same on a debug kernel (KASAN, KFENCE, lockdep,
 #               kmemleak, UBSAN, ...) built once per machine from
 #               linux-source-6.1 (scripts/debug-kernel, ~20 min the first
@@ -21,7 +25,12 @@
 #               docs/diag.md)
 #
 KVER	?= $(shell scripts/kver 2>/dev/null)
-KDIR	?= /usr/src/linux-headers-$(KVER)
+# KVER may name a kernel of another Debian release that scripts/kernels
+# fetched (docs/kernels.md): its headers are in the cache, and it may be
+# built in that release's chroot (KBUILD_IN).
+KDIR	?= $(shell scripts/kernels kdir $(KVER) 2>/dev/null || \
+		echo /usr/src/linux-headers-$(KVER))
+KBUILD_IN = scripts/kernels exec $(KVER) --
 BUILD	:= $(CURDIR)/build
 KSRC_TAR ?= /usr/src/linux-source-6.1.tar.xz
 KSRC	:= $(BUILD)/ksrc
@@ -29,12 +38,13 @@ KSFT_DIR := $(KSRC)/tools/testing/selftests
 
 .PHONY: all module selftests bench bench-build unit deps ksrc check \
 	check-unit check-vm check-debug demo eval checkpatch clean \
+	check-kernels module-kernels \
 	man-check preload tools
 
 all: module selftests bench-build preload tools
 
 module:
-	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
+	$(KBUILD_IN) $(MAKE) -C $(KDIR) M=$(CURDIR) modules
 
 deps:
 	scripts/install-deps
@@ -67,9 +77,20 @@ bench-build:
 unit:
 	$(MAKE) -C selftests/unit OUT=$(BUILD)/unit
 
+# make check KVER=<release>: the same on another Debian kernel, fetched
+# by scripts/kernels if it is not the host's (docs/kernels.md)
 check: deps
 	$(MAKE) all unit
-	scripts/check
+	$(if $(filter command line,$(origin KVER)),RS_VM_KVER=$(KVER)) scripts/check
+
+# make check-kernels: make check on each kernel line (5.10, 6.1, 6.12,
+# 7.x); make module-kernels: only the W=1 warning-free module builds
+check-kernels: deps
+	$(MAKE) all unit
+	scripts/check-kernels
+
+module-kernels: deps
+	scripts/check-kernels --build-only
 
 check-debug: deps
 	$(MAKE) selftests unit tools preload

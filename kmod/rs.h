@@ -35,6 +35,7 @@
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
 
+#include "rs_compat.h"
 #include "rs_proto.h"
 #include "rs_adv.h"
 #include "rs_trace.h"

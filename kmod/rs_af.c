@@ -375,7 +375,8 @@ out:
 /* Ephemeral ports rdma_cm picks that TCP has: tries before EADDRINUSE. */
 #define RS_BIND_TRIES	8
 
-static int rs_bind(struct socket *sock, struct sockaddr *uaddr, int alen)
+static int rs_bind(struct socket *sock, struct rs_sockaddr_arg *uaddr,
+		   int alen)
 {
 	struct sock *sk = sock->sk;
 	struct rs_sock *rs = rs_sk(sk);
@@ -385,7 +386,8 @@ static int rs_bind(struct socket *sock, struct sockaddr *uaddr, int alen)
 	int err, tries = 0;
 	bool mapped;
 
-	err = rs_copy_addr(sk, &ss, uaddr, alen, true, &mapped);
+	err = rs_copy_addr(sk, &ss, (struct sockaddr *)uaddr, alen, true,
+			   &mapped);
 	if (err)
 		return err;
 	do {
@@ -485,8 +487,8 @@ static bool rs_accept_ready(struct rs_sock *lrs)
 	       READ_ONCE(lrs->sk.sk_state) != TCP_LISTEN;
 }
 
-static int rs_accept(struct socket *sock, struct socket *newsock, int flags,
-		     bool kern)
+static int rs_accept(struct socket *sock, struct socket *newsock,
+		     RS_ACCEPT_ARGS)
 {
 	struct sock *sk = sock->sk;
 	struct rs_sock *lrs = rs_sk(sk), *rs;
@@ -495,7 +497,7 @@ static int rs_accept(struct socket *sock, struct socket *newsock, int flags,
 	int err = 0;
 
 	lock_sock(sk);
-	timeo = sock_rcvtimeo(sk, flags & O_NONBLOCK);
+	timeo = sock_rcvtimeo(sk, rs_accept_flags() & O_NONBLOCK);
 	while (!(rs = rs_accept_dequeue(lrs))) {
 		/* a TCP client (fallback) when no RDMA one is queued */
 		err = rs_fb_accept(lrs, newsock);
@@ -583,8 +585,8 @@ out:
 	return err;
 }
 
-static int rs_connect(struct socket *sock, struct sockaddr *uaddr, int alen,
-		      int flags)
+static int rs_connect(struct socket *sock, struct rs_sockaddr_arg *uaddr,
+		      int alen, int flags)
 {
 	struct sock *sk = sock->sk;
 	struct rs_sock *rs = rs_sk(sk);
@@ -594,7 +596,8 @@ static int rs_connect(struct socket *sock, struct sockaddr *uaddr, int alen,
 	long timeo;
 	int err;
 
-	err = rs_copy_addr(sk, &ss, uaddr, alen, false, &mapped);
+	err = rs_copy_addr(sk, &ss, (struct sockaddr *)uaddr, alen, false,
+			   &mapped);
 	if (err)
 		return err;
 	if (rs_fbc(rs))
@@ -824,7 +827,7 @@ static int rs_ioctl(struct socket *sock, unsigned int cmd, unsigned long arg)
 	.sendmsg	= rs_fb_sendmsg,	\
 	.recvmsg	= rs_fb_recvmsg,	\
 	.mmap		= sock_no_mmap,		\
-	.sendpage	= rs_fb_sendpage,	\
+	RS_OPS_SENDPAGE				\
 }
 
 const struct proto_ops rs_proto_ops = RS_PROTO_OPS(AF_RDMASTREAM);

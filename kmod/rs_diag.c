@@ -230,7 +230,7 @@ static int rs_diag_fill(struct rs_sock *rs, struct sk_buff *skb,
 	r->rdiag_family = sk->sk_family;
 	r->rdiag_protocol = sk->sk_protocol;
 	r->rdiag_inode = sock_i_ino(sk);
-	r->rdiag_uid = from_kuid_munged(ns, sock_i_uid(sk));
+	r->rdiag_uid = from_kuid_munged(ns, rs_sk_uid(sk));
 	sock_diag_save_cookie(sk, r->rdiag_cookie);
 
 	spin_lock_bh(&rs->lock);
@@ -358,7 +358,7 @@ static int rs_diag_handler_dump(struct sk_buff *skb, struct nlmsghdr *h)
 }
 
 static struct sock_diag_handler rs_diag_handler = {
-	.owner	= THIS_MODULE,
+	RS_DIAG_OWNER
 	.dump	= rs_diag_handler_dump,
 };
 

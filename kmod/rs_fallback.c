@@ -1047,6 +1047,7 @@ int rs_fb_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 	return ret;
 }
 
+#ifdef RS_HAVE_SENDPAGE
 ssize_t rs_fb_sendpage(struct socket *sock, struct page *page,
 			      int offset, size_t size, int flags)
 {
@@ -1065,6 +1066,7 @@ ssize_t rs_fb_sendpage(struct socket *sock, struct page *page,
 						    flags | MSG_NOSIGNAL),
 			      flags);
 }
+#endif
 
 int rs_fb_shutdown(struct socket *sock, int how)
 {

@@ -60,8 +60,10 @@ void rs_inet_destruct(struct sock *sk)
 	if (sk->sk_family != AF_INET && sk->sk_family != AF_INET6)
 		return;
 #if IS_ENABLED(CONFIG_IPV6)
-	if (sk->sk_family == AF_INET6 && inet_sk(sk)->pinet6)
-		inet6_cleanup_sock(sk);
+	/* (7.x: inet6_sock_destruct() frees the inet part too) */
+	if (sk->sk_family == AF_INET6 && inet_sk(sk)->pinet6 &&
+	    rs_inet6_cleanup_sock(sk))
+		return;
 #endif
 	kfree(rcu_dereference_protected(inet_sk(sk)->inet_opt, 1));
 	dst_release(rcu_dereference_protected(sk->sk_dst_cache, 1));

@@ -176,7 +176,7 @@ static int __init rs_init(void)
 		return -EINVAL;
 	}
 	rs_family_ops.family = rs_family;
-	rs_wq = alloc_workqueue("rdmastream", 0, 0);
+	rs_wq = alloc_workqueue("rdmastream", WQ_PERCPU, 0);
 	if (!rs_wq)
 		return -ENOMEM;
 	ret = proto_register(&rs_proto, 1);
@@ -187,12 +187,18 @@ static int __init rs_init(void)
 	if (ret)
 		goto unreg_proto;
 	ret = sock_register(&rs_family_ops);
-	if (ret) {
-		if (ret == -EEXIST)
-			pr_err("rdmastream: socket family %d is already taken; load with family=<free number below %d>\n",
-			       rs_family, NPROTO);
-		goto unreg_stat;
+	if (ret == -EEXIST) {
+		/*
+		 * EBUSY: finit_module()'s EEXIST means "already loaded" to
+		 * modprobe, which would then report success (7.x converts it
+		 * so itself).
+		 */
+		pr_err("rdmastream: socket family %d is already taken; load with family=<free number below %d>\n",
+		       rs_family, NPROTO);
+		ret = -EBUSY;
 	}
+	if (ret)
+		goto unreg_stat;
 	ret = rs_diag_register();
 	if (ret)
 		goto unreg_family;

@@ -29,17 +29,18 @@ static bool rs_iter_first(const struct iov_iter *it, unsigned long *addr,
 	const struct iovec *iov;
 	size_t off;
 
-	if (!it->user_backed || !iov_iter_count(it))
+	if (!user_backed_iter(it) || !iov_iter_count(it))
 		return false;
-	if (iter_is_ubuf(it)) {
-		*addr = (unsigned long)it->ubuf + it->iov_offset;
+	if (rs_iter_is_ubuf(it)) {
+		*addr = (unsigned long)rs_iter_ubuf(it) + it->iov_offset;
 		*len = it->count;
 		return true;
 	}
 	if (!iter_is_iovec(it))
 		return false;
 	off = it->iov_offset;
-	for (iov = it->iov; iov < it->iov + it->nr_segs; iov++, off = 0) {
+	for (iov = iter_iov(it); iov < iter_iov(it) + it->nr_segs;
+	     iov++, off = 0) {
 		if (iov->iov_len <= off)
 			continue;
 		*addr = (unsigned long)iov->iov_base + off;

@@ -259,13 +259,13 @@ int rs_transport_create(struct rs_sock *rs, struct rdma_cm_id *id)
  */
 int rs_transport_rings(struct rs_sock *rs)
 {
-	struct mem_cgroup *old = set_active_memcg(rs->memcg);
+	struct mem_cgroup *old = rs_set_active_memcg(rs->memcg);
 	int ret;
 
 	ret = rs_ring_alloc(&rs->rx, rs->flow.rx_size);
 	if (!ret)
 		ret = rs_ring_alloc(&rs->tx, rs->flow.tx_size);
-	set_active_memcg(old);
+	rs_set_active_memcg(old);
 	if (ret)
 		return ret;
 	/* the reservation was made for these sizes or larger ones */
@@ -336,7 +336,7 @@ void rs_transport_destroy(struct rs_sock *rs, struct rdma_cm_id *id)
 
 	if (!rs->transport)
 		return;
-	del_timer_sync(&rs->probe_timer);	/* rs->dead stops re-arming */
+	timer_delete_sync(&rs->probe_timer);	/* rs->dead stops re-arming */
 	if (rs->qp) {
 		ib_drain_qp(rs->qp);
 		/* no peer can reach any buffer now: release the HCA's view */

@@ -322,7 +322,7 @@ static bool rs_sq_stuck_locked(struct rs_sock *rs)
 
 void rs_probe_timer(struct timer_list *t)
 {
-	struct rs_sock *rs = from_timer(rs, t, probe_timer);
+	struct rs_sock *rs = timer_container_of(rs, t, probe_timer);
 	bool stalled, stuck, keep = sock_flag(&rs->sk, SOCK_KEEPOPEN);
 
 	spin_lock(&rs->lock);
@@ -720,8 +720,10 @@ int rs_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
  * memory, so they always go indirect, whatever the policy, and the page
  * is never pinned or registered. Flags are sendmsg()'s: MSG_DONTWAIT for
  * a non-blocking socket, MSG_NOSIGNAL, and MSG_SENDPAGE_NOTLAST when the
- * splice has more pages queued behind this one.
+ * splice has more pages queued behind this one. From 6.5 the same calls
+ * reach rs_sendmsg() with a bio_vec iterator instead (rs_compat.h).
  */
+#ifdef RS_HAVE_SENDPAGE
 ssize_t rs_sendpage(struct socket *sock, struct page *page, int offset,
 		    size_t size, int flags)
 {
@@ -735,3 +737,4 @@ ssize_t rs_sendpage(struct socket *sock, struct page *page, int offset,
 	iov_iter_bvec(&msg.msg_iter, ITER_SOURCE, &bvec, 1, size);
 	return rs_send(sock, &msg, size, flags & MSG_SENDPAGE_NOTLAST);
 }
+#endif

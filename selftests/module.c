@@ -2,7 +2,7 @@
 /*
  * Destructive tests of rdmastream, run last: RDMA resource accounting,
  * removal of the RDMA device under live connections, and unloading the
- * module while it is in use, and the ipproto parameter. They need root, the "rdma" tool, RS_RDMADEV,
+ * module while it is in use, the ipproto parameter and the family number. They need root, the "rdma" tool, RS_RDMADEV,
  * RS_NETDEV and RS_MODULE, and are skipped under RS_FAMILY=tcp.
  *
  * Knobs: RS_LEAK_CONNS (100), RS_LEAK_SETTLE (30 s), RS_FAULT_SEC (10),
@@ -800,6 +800,87 @@ TEST_F_TIMEOUT(ipproto, param, 120)
 	ASSERT_EQ(0, mod_unload_wait(15));
 	ASSERT_EQ(0, mod_load(self->params));
 	EXPECT_EQ(0, try_socket(AF_INET, IPPROTO_RDMASTREAM));
+}
+
+/* /dev/kmsg from its end: only what the kernel logs from now on */
+static int kmsg_open(void)
+{
+	int fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+
+	if (fd >= 0)
+		lseek(fd, 0, SEEK_END);
+	return fd;
+}
+
+/* Read records until one contains needle (left in line); false if none. */
+static bool kmsg_find(int fd, const char *needle, char *line, size_t len)
+{
+	ssize_t n;
+
+	while ((n = read(fd, line, len - 1)) > 0 || (n < 0 && errno == EPIPE)) {
+		line[n > 0 ? n : 0] = 0;
+		if (strstr(line, needle))
+			return true;
+	}
+	return false;
+}
+
+FIXTURE(family)
+{
+	char params[1024];
+};
+
+FIXTURE_SETUP(family)
+{
+	rs_watchdog(_metadata->timeout + 30);
+	mod_params(self->params, sizeof(self->params));
+}
+
+FIXTURE_TEARDOWN(family)
+{
+	if (!mod_loaded() && mod_load(self->params))
+		TH_LOG("could not reload %s: %s", rs.module, strerror(errno));
+}
+
+/*
+ * The socket family number on the running kernel (docs/family-number.md,
+ * docs/kernels.md): with the module out nothing answers to it, it is
+ * below the kernel's AF_MAX (which the out-of-range message names), and a
+ * number that is taken or out of range is refused at load, saying so.
+ */
+TEST_F_TIMEOUT(family, number, 120)
+{
+	int af = rs_env_ulong("RS_AF", AF_RDMASTREAM), fd, af_max;
+	char line[512];
+
+	if (rs.tcp)
+		SKIP(return, "not applicable to TCP: module parameters");
+	ASSERT_EQ(0, geteuid()) TH_LOG("needs root");
+	ASSERT_TRUE(mod_loaded());
+	ASSERT_EQ(0, access(rs.module, R_OK)) TH_LOG("RS_MODULE not readable");
+	ASSERT_EQ(0, try_socket(af, 0));
+	ASSERT_EQ(0, mod_unload_wait(15)) TH_LOG("unload: %s", strerror(errno));
+	EXPECT_EQ(EAFNOSUPPORT, try_socket(af, 0));
+
+	fd = kmsg_open();
+	ASSERT_LE(0, fd) TH_LOG("/dev/kmsg: %s", strerror(errno));
+	EXPECT_EQ(-1, mod_load_with(self->params, "family=2"));
+	/* (not EEXIST, which modprobe takes for "already loaded") */
+	EXPECT_EQ(EBUSY, errno) TH_LOG("family=2: %s", strerror(errno));
+	EXPECT_TRUE(kmsg_find(fd, "socket family 2 is already taken", line,
+			      sizeof(line)));
+	EXPECT_EQ(-1, mod_load_with(self->params, "family=4096"));
+	EXPECT_EQ(EINVAL, errno) TH_LOG("family=4096: %s", strerror(errno));
+	ASSERT_TRUE(kmsg_find(fd, "family 4096 out of range 1..", line,
+			      sizeof(line)));
+	close(fd);
+	af_max = atoi(strstr(line, "range 1..") + 9) + 1;
+	rs_info("this kernel's AF_MAX is %d; the family is %d", af_max, af);
+	EXPECT_LT(af, af_max);
+	EXPECT_FALSE(mod_loaded());
+
+	ASSERT_EQ(0, mod_load(self->params));
+	EXPECT_EQ(0, try_socket(af, 0));
 }
 
 TEST_HARNESS_MAIN

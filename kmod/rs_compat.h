@@ -136,6 +136,28 @@ static inline struct mem_cgroup *rs_set_active_memcg(struct mem_cgroup *memcg)
 #define rs_sockaddr_arg		sockaddr
 #endif
 
+/*
+ * A kernel socket made to hold its netns as a user's does (the fallback's
+ * TCP socket, like MPTCP's subflows): the reference is tracked from 5.17,
+ * and sock_inuse_add() is in the header from 5.16 (5.10: its body).
+ */
+#ifdef RS_HAVE_NS_TRACKER
+#define rs_sk_get_net(sk, net)	get_net_track(net, &(sk)->ns_tracker, \
+					      GFP_KERNEL)
+#else
+#define rs_sk_get_net(sk, net)	get_net(net)
+#endif
+#ifdef RS_HAVE_SOCK_INUSE_ADD
+#define rs_sock_inuse_add(net, val)	sock_inuse_add(net, val)
+#else
+static inline void rs_sock_inuse_add(struct net *net, int val)
+{
+#ifdef CONFIG_PROC_FS
+	this_cpu_add(*net->core.sock_inuse, val);
+#endif
+}
+#endif
+
 /* the owner's uid without the callback lock (sk_uid(), 6.16) */
 #ifdef RS_HAVE_SK_UID
 #define rs_sk_uid(sk)		sk_uid(sk)

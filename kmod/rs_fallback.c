@@ -388,8 +388,8 @@ static int rs_fb_create(struct rs_sock *rs, int family)
 	tsk = s->sk;
 	lock_sock(tsk);
 	tsk->sk_net_refcnt = 1;
-	get_net_track(net, &tsk->ns_tracker, GFP_KERNEL);
-	sock_inuse_add(net, 1);
+	rs_sk_get_net(tsk, net);
+	rs_sock_inuse_add(net, 1);
 	tsk->sk_reuse = sk->sk_reuse;
 	tsk->sk_bound_dev_if = sk->sk_bound_dev_if;
 	tsk->sk_mark = sk->sk_mark;
@@ -472,7 +472,7 @@ int rs_fb_bind(struct rs_sock *rs, struct sockaddr *addr)
 	if (err)
 		return err;
 	rs_fb_addr_for(rs->fb, &ss);
-	err = kernel_bind(rs->fb, (struct sockaddr *)&ss,
+	err = kernel_bind(rs->fb, (struct rs_sockaddr_arg *)&ss,
 			  rs_fb_addr_len((struct sockaddr *)&ss));
 	if (err) {
 		s = rs_fb_take(rs);
@@ -662,7 +662,7 @@ int rs_fb_connect(struct rs_sock *rs, struct sockaddr *addr, int flags)
 	       rs_fb_addr_len(addr ? addr : (struct sockaddr *)&rs->fb_dst));
 	rs_fb_addr_for(fb, &ss);
 	rs_fb_sync(rs, fb->sk);
-	err = fb->ops->connect(fb, (struct sockaddr *)&ss,
+	err = fb->ops->connect(fb, (struct rs_sockaddr_arg *)&ss,
 			       rs_fb_addr_len((struct sockaddr *)&ss), flags);
 	if (rs->sk.sk_socket)
 		rs->sk.sk_socket->state = fb->state;
@@ -834,7 +834,8 @@ void rs_fb_after_teardown(struct rs_sock *rs)
 	memcpy(&dst, &rs->fb_dst, sizeof(dst));
 	err = rs_fb_prepare(rs, (struct sockaddr *)&dst, rs->fb_reason);
 	if (!err) {
-		err = kernel_connect(rs->fbc, (struct sockaddr *)&rs->fb_dst,
+		err = kernel_connect(rs->fbc,
+				     (struct rs_sockaddr_arg *)&rs->fb_dst,
 				     rs_fb_addr_len((struct sockaddr *)
 						    &rs->fb_dst), O_NONBLOCK);
 		/*

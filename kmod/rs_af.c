@@ -406,11 +406,19 @@ static int rs_bind(struct socket *sock, struct rs_sockaddr_arg *uaddr,
 	return err;
 }
 
-static int rs_listen(struct socket *sock, int backlog)
+/*
+ * One try at listening. When the socket had no address, rdma_cm picks an
+ * ephemeral port that TCP (the fallback's listener) may have: the id is
+ * then taken from the socket (*id, destroyed by the caller outside
+ * lock_sock()) and the socket stays unbound, for another try.
+ */
+static int rs_listen_try(struct socket *sock, int backlog,
+			 struct rdma_cm_id **id)
 {
 	struct sock *sk = sock->sk;
 	struct rs_sock *rs = rs_sk(sk);
 	int err = -EINVAL;
+	bool autobind;
 
 	lock_sock(sk);
 	if (sock->state != SS_UNCONNECTED || sock->type != SOCK_STREAM)
@@ -437,11 +445,19 @@ static int rs_listen(struct socket *sock, int backlog)
 	WRITE_ONCE(sk->sk_max_ack_backlog, backlog);
 	/* tlock: device removal may take the id from us */
 	mutex_lock(&rs->tlock);
+	autobind = !rs->is_bound;
 	err = rs_get_id(rs);
 	if (!err)
 		err = rs_autobind(rs);
 	if (!err)
 		err = rs_fb_reserve(rs);
+	if (err == -EADDRINUSE && autobind) {
+		spin_lock_bh(&rs->lock);
+		*id = rs->cm_id;
+		rs->cm_id = NULL;
+		spin_unlock_bh(&rs->lock);
+		goto unlock;
+	}
 	/*
 	 * TCP first: it can fail (another SO_REUSEADDR socket listening on
 	 * the port), and stopping it again is simple; rdma_listen() cannot
@@ -460,9 +476,26 @@ static int rs_listen(struct socket *sock, int backlog)
 		rs->is_bound = true;
 		rs_set_state(sk, TCP_LISTEN);
 	}
+unlock:
 	mutex_unlock(&rs->tlock);
 out:
 	release_sock(sk);
+	return err;
+}
+
+static int rs_listen(struct socket *sock, int backlog)
+{
+	struct rdma_cm_id *id;
+	int err, tries = 0;
+
+	do {
+		id = NULL;
+		err = rs_listen_try(sock, backlog, &id);
+		if (!id)
+			break;
+		/* TCP has the port rdma_cm picked: another one */
+		rs_cm_put_id(rs_sk(sock->sk), id);
+	} while (++tries < RS_BIND_TRIES);
 	return err;
 }
 

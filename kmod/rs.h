@@ -455,6 +455,7 @@ void rs_sock_setup(struct sock *sk, struct socket *sock);
 struct sock *rs_sock_alloc(struct net *net, const struct sock *like,
 			   struct socket *sock, int kern);
 void rs_conn_reset(struct rs_sock *rs);
+void rs_sk_inherit(struct sock *sk, const struct sock *lsk);
 void rs_wake(struct sock *sk, __poll_t mask);
 
 /* rs_fallback.c */

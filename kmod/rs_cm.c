@@ -236,6 +236,27 @@ static void rs_established(struct rs_sock *rs, struct rdma_cm_id *id,
 	sk->sk_state_change(sk);
 }
 
+/*
+ * What an accepted socket inherits from its listener, as sk_clone_lock()
+ * gives TCP's: buffers, timeouts, linger, keepalive, low-water mark,
+ * v6only and the LSM label. RDMA children and TCP ones (rs_fallback.c).
+ */
+void rs_sk_inherit(struct sock *sk, const struct sock *lsk)
+{
+	security_sk_clone(lsk, sk);
+	sk->sk_rcvbuf = lsk->sk_rcvbuf;
+	sk->sk_sndbuf = lsk->sk_sndbuf;
+	sk->sk_rcvtimeo = lsk->sk_rcvtimeo;
+	sk->sk_sndtimeo = lsk->sk_sndtimeo;
+	sk->sk_lingertime = lsk->sk_lingertime;
+	WRITE_ONCE(sk->sk_rcvlowat, READ_ONCE(lsk->sk_rcvlowat));
+	if (sock_flag(lsk, SOCK_LINGER))
+		sock_set_flag(sk, SOCK_LINGER);
+	if (sock_flag(lsk, SOCK_KEEPOPEN))
+		sock_set_flag(sk, SOCK_KEEPOPEN);
+	sk->sk_ipv6only = lsk->sk_ipv6only;
+}
+
 static struct rs_sock *rs_child_alloc(struct rs_sock *lrs,
 				      struct rdma_cm_id *id)
 {
@@ -246,27 +267,14 @@ static struct rs_sock *rs_child_alloc(struct rs_sock *lrs,
 	sk = rs_sock_alloc(sock_net(lsk), lsk, NULL, 0);
 	if (!sk)
 		return NULL;
-	/* the listener's LSM label, as sk_clone_lock() gives TCP's */
-	security_sk_clone(lsk, sk);
+	rs_sk_inherit(sk, lsk);
 	rs = rs_sk(sk);
 	rs->rcvbuf_ring = lrs->rcvbuf_ring;
 	rs->v4mapped = lrs->v4mapped;
 	rs->sndbuf_ring = lrs->sndbuf_ring;
-	sk->sk_rcvbuf = lsk->sk_rcvbuf;
-	sk->sk_sndbuf = lsk->sk_sndbuf;
-	/* what sk_clone_lock() copies for TCP and applies to us */
-	sk->sk_rcvtimeo = lsk->sk_rcvtimeo;
-	sk->sk_sndtimeo = lsk->sk_sndtimeo;
-	sk->sk_lingertime = lsk->sk_lingertime;
-	WRITE_ONCE(sk->sk_rcvlowat, READ_ONCE(lsk->sk_rcvlowat));
-	if (sock_flag(lsk, SOCK_LINGER))
-		sock_set_flag(sk, SOCK_LINGER);
 	rs->nodelay = lrs->nodelay;
-	sk->sk_ipv6only = lsk->sk_ipv6only;
 	rs->policy = READ_ONCE(lrs->policy);
 	rs->dthresh = READ_ONCE(lrs->dthresh);
-	if (sock_flag(lsk, SOCK_KEEPOPEN))
-		sock_set_flag(sk, SOCK_KEEPOPEN);
 	if (lrs->memcg)
 		css_get(&lrs->memcg->css);
 	rs->memcg = lrs->memcg;		/* the listener's owner pays */

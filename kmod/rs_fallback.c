@@ -535,23 +535,6 @@ __poll_t rs_fb_listen_poll(struct rs_sock *rs)
 	return rs_fb_accept_ready(rs) ? EPOLLIN | EPOLLRDNORM : 0;
 }
 
-/* What an accepted socket inherits from its listener, as TCP's does. */
-static void rs_fb_child_copy(struct sock *sk, const struct sock *lsk)
-{
-	sk->sk_rcvbuf = lsk->sk_rcvbuf;
-	sk->sk_sndbuf = lsk->sk_sndbuf;
-	sk->sk_userlocks = lsk->sk_userlocks;
-	sk->sk_rcvtimeo = lsk->sk_rcvtimeo;
-	sk->sk_sndtimeo = lsk->sk_sndtimeo;
-	sk->sk_lingertime = lsk->sk_lingertime;
-	WRITE_ONCE(sk->sk_rcvlowat, READ_ONCE(lsk->sk_rcvlowat));
-	if (sock_flag(lsk, SOCK_LINGER))
-		sock_set_flag(sk, SOCK_LINGER);
-	if (sock_flag(lsk, SOCK_KEEPOPEN))
-		sock_set_flag(sk, SOCK_KEEPOPEN);
-	sk->sk_ipv6only = lsk->sk_ipv6only;
-}
-
 /*
  * accept() of a TCP client: a socket of ours around the TCP child.
  * -EAGAIN when none is queued. Under the listener's lock_sock().
@@ -576,8 +559,8 @@ int rs_fb_accept(struct rs_sock *lrs, struct socket *newsock)
 		sock_release(tcp);
 		return -ENOMEM;
 	}
-	security_sk_clone(lsk, sk);
-	rs_fb_child_copy(sk, lsk);
+	rs_sk_inherit(sk, lsk);
+	sk->sk_userlocks = lsk->sk_userlocks;
 	rs = rs_sk(sk);
 	rs->v4mapped = lrs->v4mapped;
 	rs->nodelay = lrs->nodelay;

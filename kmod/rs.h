@@ -457,6 +457,10 @@ struct sock *rs_sock_alloc(struct net *net, const struct sock *like,
 void rs_conn_reset(struct rs_sock *rs);
 void rs_sk_inherit(struct sock *sk, const struct sock *lsk);
 void rs_wake(struct sock *sk, __poll_t mask);
+/* what writers wait for, in a wake-up's key */
+#define RS_POLLOUT	(EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND)
+void rs_write_space(struct sock *sk);
+void rs_nospace(struct sock *sk);
 
 /* rs_fallback.c */
 struct rdmastream_info;

@@ -29,6 +29,45 @@ void rs_wake(struct sock *sk, __poll_t mask)
 	rcu_read_unlock();
 }
 
+/*
+ * Writers' wake-up, as TCP's sk_stream_write_space(): only when someone
+ * found no room since the last one (a poll that said "not writable", or
+ * a sender about to sleep set SOCK_NOSPACE), so that an edge-triggered
+ * epoll sees EPOLLOUT once per "full, then room again", not on every
+ * credit, SETUP or completion. Called after the state that makes room is
+ * published; the value-returning test_and_clear_bit() orders the two.
+ */
+void rs_write_space(struct sock *sk)
+{
+	struct socket *sock;
+	bool wake;
+
+	rcu_read_lock();
+	sock = READ_ONCE(sk->sk_socket);
+	wake = sock && test_and_clear_bit(SOCK_NOSPACE, &sock->flags);
+	rcu_read_unlock();
+	if (wake)
+		rs_wake(sk, RS_POLLOUT);
+}
+
+/*
+ * No room for a writer: ask for rs_write_space()'s wake-up, then the
+ * caller checks its condition again (the barrier pairs with the one in
+ * test_and_clear_bit(), so either it sees the room or the waker sees the
+ * bit).
+ */
+void rs_nospace(struct sock *sk)
+{
+	struct socket *sock = sk->sk_socket;
+
+	if (!sock)
+		return;
+	sk_set_bit(SOCKWQ_ASYNC_NOSPACE, sk);
+	set_bit(SOCK_NOSPACE, &sock->flags);
+	/* the bit before the caller's look at the room; pairs as above */
+	smp_mb__after_atomic();
+}
+
 static void rs_state_change(struct sock *sk)
 {
 	rs_wake(sk, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLHUP | EPOLLERR |
@@ -746,6 +785,16 @@ out:
 	return sizeof(struct sockaddr_in);
 }
 
+/* Room to write; if none, rs_write_space() wakes us when there is. */
+static bool rs_poll_writeable(struct rs_sock *rs)
+{
+	if (rs->flow.tx_size && rs_tx_poll_writeable(rs))
+		return true;
+	rs_nospace(&rs->sk);
+	/* room that came before the bit was set has no wake-up to give */
+	return rs->flow.tx_size && rs_tx_poll_writeable(rs);
+}
+
 /*
  * An abort sets the error, the shutdown bits and the state together under
  * rs->lock; take them together too, so that a poll racing the abort never
@@ -777,7 +826,7 @@ static __poll_t rs_poll_conn(struct rs_sock *rs)
 		mask |= EPOLLIN | EPOLLRDNORM;
 	if (shutdown & SEND_SHUTDOWN || state == TCP_CLOSE)
 		mask |= EPOLLOUT | EPOLLWRNORM;
-	else if (rs->flow.tx_size && rs_tx_poll_writeable(rs))
+	else if (rs_poll_writeable(rs))
 		mask |= EPOLLOUT | EPOLLWRNORM;
 	return mask;
 }

@@ -444,6 +444,7 @@ long rs_dsend(struct rs_sock *rs, struct msghdr *msg, u32 len, long *timeo)
 		if (ret)
 			return ret;
 		add_wait_queue(sk_sleep(sk), &wait);
+		rs_nospace(sk);
 		sk_wait_event(sk, timeo, rs_dsend_ready(rs) ||
 			      READ_ONCE(rs->dead) || READ_ONCE(sk->sk_err),
 			      &wait);

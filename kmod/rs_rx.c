@@ -110,8 +110,11 @@ void rs_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	/* uninterruptible waits of direct transfers; usually nobody */
 	if ((mask & EPOLLIN) && wq_has_sleeper(&rs->dwait))
 		wake_up_all(&rs->dwait);
-	if (mask)
-		rs_wake(&rs->sk, mask);
+	/* writers only if one found no room (TCP's write_space) */
+	if (mask & ~RS_POLLOUT)
+		rs_wake(&rs->sk, mask & ~RS_POLLOUT);
+	if (mask & RS_POLLOUT)
+		rs_write_space(&rs->sk);
 }
 
 /*
@@ -194,7 +197,7 @@ static int rs_rx_copy(struct rs_sock *rs, struct msghdr *msg, u32 len,
 	wake = rs_writers_wake_locked(rs, &w);
 	spin_unlock_bh(&rs->lock);
 	if (wake)
-		rs_wake(&rs->sk, EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);
+		rs_write_space(&rs->sk);
 	return 0;
 }
 

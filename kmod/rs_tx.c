@@ -454,10 +454,12 @@ void rs_send_done(struct ib_cq *cq, struct ib_wc *wc)
 		rs->fin_done = true;
 	rs_push_locked(rs);
 	rs_maybe_finish_locked(rs);
-	writable = rs_writers_wake_locked(rs, &w) || s->fin;
+	writable = rs_writers_wake_locked(rs, &w);
 	spin_unlock(&rs->lock);
-	if (writable)
-		rs_wake(&rs->sk, EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);
+	if (s->fin)		/* a lingering close() waits for it */
+		rs_wake(&rs->sk, RS_POLLOUT);
+	else if (writable)
+		rs_write_space(&rs->sk);
 }
 
 /*
@@ -512,6 +514,7 @@ static long rs_wait_space(struct rs_sock *rs, long *timeo, bool direct)
 {
 	struct sock *sk = &rs->sk;
 	DEFINE_WAIT_FUNC(wait, woken_wake_function);
+	bool asked = false;
 	u32 space;
 	int err;
 
@@ -524,10 +527,20 @@ static long rs_wait_space(struct rs_sock *rs, long *timeo, bool direct)
 			return space;
 		if (direct && rs_dsend_ready(rs))
 			return 0;
+		/*
+		 * Before EAGAIN too, as TCP: an epoll ET loop waits for the
+		 * edge. Then look again: room that came first gave none.
+		 */
+		if (!asked) {
+			rs_nospace(sk);
+			asked = true;
+			continue;
+		}
 		err = rs_may_wait(*timeo);
 		if (err)
 			return err;
 		add_wait_queue(sk_sleep(sk), &wait);
+		rs_nospace(sk);
 		sk_wait_event(sk, timeo, rs_tx_space(rs) ||
 			      rs_send_error(rs) ||
 			      (direct && rs_dsend_ready(rs)), &wait);
@@ -560,6 +573,7 @@ static int rs_wait_advert(struct rs_sock *rs, long *timeo)
 			return sock_intr_errno(*timeo);
 		was = left;
 		add_wait_queue(sk_sleep(sk), &wait);
+		rs_nospace(sk);
 		sk_wait_event(sk, &left, rs_dsend_ready(rs) ||
 			      rs_send_error(rs), &wait);
 		remove_wait_queue(sk_sleep(sk), &wait);

@@ -76,7 +76,12 @@ static long pins_held(void)
 	return acq < 0 || rel < 0 ? -1 : acq - rel;
 }
 
-/* Wait up to 15 s for the pins to come back to base; returns the last. */
+/*
+ * Wait up to 15 s for the pins to come back to base; returns the last.
+ * The count is machine-wide and other pinners come and go (7.x releases
+ * a page that was pinned before the test began): a leak is more than
+ * base, fewer is somebody else's release.
+ */
 static long pins_settle(long base)
 {
 	double end = rs_now() + 15;
@@ -84,7 +89,7 @@ static long pins_settle(long base)
 
 	do {
 		now = pins_held();
-		if (now == base)
+		if (now >= 0 && now <= base)
 			break;
 		rs_msleep(200);
 	} while (rs_now() < end);
@@ -319,7 +324,7 @@ TEST_F_TIMEOUT(fence, stall, 90)
 	close(self->s);
 	self->s = -1;
 	pins = pins_settle(self->pins);
-	EXPECT_EQ(self->pins, pins)
+	EXPECT_GE(self->pins, pins)
 		TH_LOG("%ld pages still pinned", pins - self->pins);
 }
 
@@ -469,7 +474,7 @@ TEST_F_TIMEOUT(inject, partial_post, 90)
 	close(self->s);
 	self->c = self->s = -1;
 	pins = pins_settle(self->pins);
-	EXPECT_EQ(self->pins, pins)
+	EXPECT_GE(self->pins, pins)
 		TH_LOG("%ld pages still pinned", pins - self->pins);
 	ASSERT_EQ(0, trace_scan(&t));
 	EXPECT_EQ(1, t.post_fail);
@@ -674,7 +679,7 @@ TEST(sge2_scattered)
 	munmap(src, BIG);
 	free(r.buf);
 	now = pins_settle(pins);
-	EXPECT_EQ(pins, now) TH_LOG("%ld pages still pinned", now - pins);
+	EXPECT_GE(pins, now) TH_LOG("%ld pages still pinned", now - pins);
 }
 
 TEST_HARNESS_MAIN

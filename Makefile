@@ -17,7 +17,8 @@
 #               evaluation in a VM (bench/eval; results in bench/results/)
 # make bench    install what is missing, build, run rdmastream beside TCP,
 #               rsockets, SMC-R and raw verbs in one VM and in two
-#               (bench/bench; results in bench/results/bench.*)
+#               (bench/bench; results in bench/results/bench.*;
+#               KVER=<release>: on another Debian kernel, docs/smc-r.md)
 # make bench-build  build only the benchmark program (build/bench/rsbench)
 # make man-check  render man/rdmastream.7 with every groff warning on; fails
 #               on any warning (scripts/check runs it as one case)
@@ -106,9 +107,15 @@ eval: deps
 	$(MAKE) module bench-build
 	bench/eval
 
+# make bench KVER=<release>: on another Debian kernel (scripts/kernels
+# fetch it first); its module is kept in build/bench/kmod/<release>/ and
+# kmod/rdmastream.ko is left built for that kernel (make module rebuilds
+# the host's)
 bench: deps
 	$(MAKE) module bench-build
-	bench/bench
+	$(if $(filter command line,$(origin KVER)),mkdir -p $(BUILD)/bench/kmod/$(KVER) && \
+		cp kmod/rdmastream.ko $(BUILD)/bench/kmod/$(KVER)/ && \
+		RS_BENCH_KVER=$(KVER)) bench/bench
 
 checkpatch: ksrc
 	$(KSRC)/scripts/checkpatch.pl --no-tree --terse -f \

@@ -78,6 +78,9 @@
 #endif
 #define SMCPROTO_SMC		0	/* SMC over IPv4 */
 #define SMCPROTO_SMC6		1	/* SMC over IPv6 */
+#ifndef IPPROTO_SMC
+#define IPPROTO_SMC		256	/* AF_INET/AF_INET6 SMC socket, 6.11+ */
+#endif
 
 #define RSB_DEFAULT_PORT	"18515"
 #define RSB_MAGIC		0x52534231u	/* "RSB1" */
@@ -109,7 +112,7 @@
 #define NSEC_PER_SEC		1000000000ull
 #define GIB			(1024.0 * 1024.0 * 1024.0)
 
-enum rsb_family { FAM_RDMASTREAM, FAM_TCP, FAM_SMC };
+enum rsb_family { FAM_RDMASTREAM, FAM_TCP, FAM_SMC, FAM_SMC_IPPROTO };
 
 static struct {
 	enum rsb_family fam;
@@ -603,6 +606,12 @@ static int open_socket(int sa_family)
 		proto = sa_family == AF_INET6 ? SMCPROTO_SMC6 : SMCPROTO_SMC;
 		dname = "AF_SMC";
 		break;
+	case FAM_SMC_IPPROTO:
+		/* the same SMC socket, reached through the inet family */
+		domain = sa_family;
+		proto = IPPROTO_SMC;
+		dname = sa_family == AF_INET6 ? "AF_INET6" : "AF_INET";
+		break;
 	default:
 		domain = sa_family;
 		dname = sa_family == AF_INET6 ? "AF_INET6" : "AF_INET";
@@ -619,6 +628,9 @@ static int open_socket(int sa_family)
 	else if (errno == EAFNOSUPPORT && opt.fam == FAM_SMC)
 		errmsg("socket(AF_SMC=%d, SOCK_STREAM, %d): %s: is the smc module loaded? (modprobe smc)",
 		       domain, proto, strerror(errno));
+	else if (errno == EPROTONOSUPPORT && opt.fam == FAM_SMC_IPPROTO)
+		errmsg("socket(%s=%d, SOCK_STREAM, IPPROTO_SMC=%d): %s: the kernel has no IPPROTO_SMC (6.11+) or the smc module is not loaded (modprobe smc)",
+		       dname, domain, proto, strerror(errno));
 	else
 		errmsg("socket(%s=%d, SOCK_STREAM, %d): %s", dname, domain,
 		       proto, strerror(errno));
@@ -645,7 +657,7 @@ static void set_nodelay(int fd)
 	int one = 1;
 
 	/* only TCP knows TCP_NODELAY; SMC passes it to its TCP socket */
-	if (opt.fam == FAM_TCP || opt.fam == FAM_SMC)
+	if (opt.fam != FAM_RDMASTREAM)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
@@ -2345,7 +2357,8 @@ static void __attribute__((noreturn)) usage(int code)
 "       %s -c ADDR [-p PORT] [-f FAMILY] -m eval [-S SIZE] [-R N] (-t SECS | -b BYTES)\n"
 "                  [-d POLICY] [-X BYTES]\n"
 "\n"
-"  -f FAMILY   rdmastream (default), tcp or smc (AF_SMC, SMCPROTO_SMC[6])\n"
+"  -f FAMILY   rdmastream (default), tcp, smc (AF_SMC, SMCPROTO_SMC[6]) or\n"
+"              smc-ipproto (AF_INET[6], IPPROTO_SMC: kernels 6.11+)\n"
 "  -F NUM      socket family number for rdmastream (default %d)\n"
 "  -s          server: serve any client mode, forever or for -n COUNT connections\n"
 "  -a ADDR     server bind address (default 0.0.0.0)\n"
@@ -2469,6 +2482,8 @@ int main(int argc, char **argv)
 				opt.fam = FAM_TCP;
 			else if (!strcmp(optarg, "smc"))
 				opt.fam = FAM_SMC;
+			else if (!strcmp(optarg, "smc-ipproto"))
+				opt.fam = FAM_SMC_IPPROTO;
 			else {
 				errmsg("unknown family %s", optarg);
 				usage(2);

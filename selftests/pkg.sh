@@ -131,7 +131,8 @@ t_install() {
 		>>"$log" 2>&1 || bad "no packages in $debs (make deb)" || return 1
 	start=$(date +%s.%N)
 	# (dpkg's output as it comes: under TCG the DKMS build takes minutes)
-	dpkg -i "$debs"/rdmastream-dkms_*_all.deb \
+	DEBIAN_FRONTEND=noninteractive dpkg -i \
+		"$debs"/rdmastream-dkms_*_all.deb \
 		"$debs"/rdmastream-tools_*.deb 2>&1 | sed -u 's/^/# /'
 	if ((PIPESTATUS[0])); then
 		cat /var/lib/dkms/rdmastream/*/build/make.log >>"$log" 2>&1
@@ -265,7 +266,8 @@ EOF
 t_remove() {
 	local left p
 	unload || return 1
-	dpkg -r rdmastream-tools rdmastream-dkms >>"$log" 2>&1 ||
+	DEBIAN_FRONTEND=noninteractive dpkg -r rdmastream-tools \
+		rdmastream-dkms >>"$log" 2>&1 ||
 		bad "dpkg -r failed" || return 1
 	for p in rdmastream-tools rdmastream-dkms; do
 		[[ $(dpkg-query -W -f='${db:Status-Status}' $p 2>/dev/null) \

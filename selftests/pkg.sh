@@ -140,7 +140,7 @@ t_install() {
 		return 1
 	fi
 	# dkms's own figure for the build alone ("# elapsed time: ...")
-	grep -h '^# elapsed' /var/lib/dkms/rdmastream/*/build/make.log \
+	grep -h '^# elapsed' /var/lib/dkms/rdmastream/*/*/*/log/make.log \
 		>>"$log" 2>/dev/null
 	secs=$(awk -v s="$start" -v e="$(date +%s.%N)" \
 		'BEGIN { printf "%.0f", e - s }')
@@ -193,7 +193,7 @@ t_transfer() {
 	[[ -x $work/pkg_xfer ]] || bad "pkg_xfer was not built" || return 1
 	loaded || autoload 19 0 || return 1
 	before=$(sent_pkts)
-	"$work/pkg_xfer" "$addr" 1048576 >>"$log" 2>&1 ||
+	timeout 300 "$work/pkg_xfer" "$addr" 1048576 >>"$log" 2>&1 ||
 		bad "pkg_xfer failed" || return 1
 	after=$(sent_pkts)
 	echo "$rdmadev sent $((after - before)) packets" >>"$log"
@@ -227,7 +227,8 @@ t_rdmastream_run() {
 	loaded || autoload 19 0 || return 1
 	before=$(sent_pkts)
 	opens=$(tcp_opens)
-	env -u RDMASTREAM_PRELOAD rdmastream-run -v python3 - "$addr" \
+	env -u RDMASTREAM_PRELOAD timeout 300 \
+		rdmastream-run -v python3 - "$addr" \
 		>>"$log" 2>"$work/run.err" <<'EOF'
 import hashlib, socket, sys, threading
 data = bytes(range(256)) * 4096

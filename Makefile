@@ -24,6 +24,9 @@
 #               on any warning (scripts/check runs it as one case)
 # make preload  build rdmastream-run and its library (build/preload/;
 #               docs/preload.md)
+# make deb      build the rdmastream-dkms and rdmastream-tools Debian
+#               packages into build/deb/ and lintian them (scripts/mkdeb;
+#               docs/packaging.md)
 # make tools    build rsstat, the socket lister and counters (build/tools/;
 #               docs/diag.md)
 #
@@ -42,7 +45,7 @@ KSFT_DIR := $(KSRC)/tools/testing/selftests
 .PHONY: all module selftests bench bench-build unit deps ksrc check \
 	check-unit check-vm check-debug demo eval checkpatch clean \
 	check-kernels module-kernels \
-	man-check preload tools
+	man-check preload tools deb
 
 all: module selftests bench-build preload tools
 
@@ -74,6 +77,9 @@ preload:
 tools:
 	$(MAKE) -C tools OUT=$(BUILD)/tools
 
+deb:
+	scripts/mkdeb --lintian
+
 bench-build:
 	$(MAKE) -C bench OUT=$(BUILD)/bench
 
@@ -83,7 +89,7 @@ unit:
 # make check KVER=<release>: the same on another Debian kernel, fetched
 # by scripts/kernels if it is not the host's (docs/kernels.md)
 check: deps
-	$(MAKE) all unit
+	$(MAKE) all unit deb
 	$(if $(filter command line,$(origin KVER)),RS_VM_KVER=$(KVER) scripts/check,scripts/check-kernels --run "6.1 newest")
 
 # make check-kernels: make check on each kernel line (5.10, 6.1, 6.12,

@@ -100,7 +100,9 @@ static void rs_fb_data_ready(struct sock *tsk)
 
 /*
  * Only when TCP's own would wake a writer (it clears SOCK_NOSPACE, which
- * its poll set): no EPOLLOUT edge that TCP would not give.
+ * its poll or sendmsg set): no EPOLLOUT edge that TCP would not give.
+ * That writer found no room on our socket, so O_ASYNC owes it a POLL_OUT
+ * signal too: TCP set its own wait queue's async bit, ours is set here.
  */
 static void rs_fb_write_space(struct sock *tsk)
 {
@@ -114,8 +116,10 @@ static void rs_fb_write_space(struct sock *tsk)
 	if (rs) {
 		nospace = sock && test_bit(SOCK_NOSPACE, &sock->flags);
 		rs->fb_write_space(tsk);
-		if (nospace && !test_bit(SOCK_NOSPACE, &sock->flags))
+		if (nospace && !test_bit(SOCK_NOSPACE, &sock->flags)) {
+			sk_set_bit(SOCKWQ_ASYNC_NOSPACE, &rs->sk);
 			rs_wake(&rs->sk, EPOLLOUT | EPOLLWRNORM);
+		}
 	}
 	read_unlock_bh(&tsk->sk_callback_lock);
 	rcu_read_unlock();

@@ -12,6 +12,8 @@
  */
 #include "rs_common.h"
 
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
 
@@ -685,6 +687,53 @@ TEST_F_TIMEOUT(poll, epoll_et_pingpong, 300)
 	rs_info("pingpong: %lu round trips in %.2f s (%.1f us each), %lu+%lu wakeups, %lu+%lu empty",
 		count, dt, dt * 1e6 / count, a.events, b.events, a.empty,
 		b.empty);
+}
+
+/* ---- O_ASYNC: SIGIO with POLL_OUT when room comes back ---- */
+
+static volatile sig_atomic_t sigio_out;
+
+static void sigio_handler(int sig, siginfo_t *si, void *uc)
+{
+	(void)sig;
+	(void)uc;
+	if (si->si_code == POLL_OUT)
+		sigio_out++;
+}
+
+/*
+ * A writer that found the pipe full and asked for SIGIO gets one with
+ * POLL_OUT once the peer drains it, as from TCP (sk_stream_write_space()
+ * via SOCKWQ_ASYNC_NOSPACE).
+ */
+TEST_F_TIMEOUT(poll, sigio_pollout, 60)
+{
+	struct sigaction sa = { .sa_sigaction = sigio_handler,
+				.sa_flags = SA_SIGINFO | SA_RESTART };
+	struct sigaction old;
+	ssize_t total, got;
+	char *buf;
+	double end;
+
+	ASSERT_EQ(0, sigaction(SIGUSR2, &sa, &old));
+	ASSERT_EQ(0, fcntl(self->c, F_SETOWN, getpid()));
+	ASSERT_EQ(0, fcntl(self->c, F_SETSIG, SIGUSR2));
+	ASSERT_EQ(0, fcntl(self->c, F_SETFL,
+			   fcntl(self->c, F_GETFL) | O_ASYNC));
+	total = rs_fill_pipe(self->c, rs_key(0, 0, 32));
+	ASSERT_GT(total, 0);
+	sigio_out = 0;
+	buf = malloc(total);
+	ASSERT_NE(NULL, buf);
+	got = rs_recv_all(self->s, buf, total, 0);
+	free(buf);
+	ASSERT_EQ(total, got);
+	end = rs_now() + 10;
+	while (!sigio_out && rs_now() < end)
+		rs_msleep(10);
+	EXPECT_LT(0, sigio_out) TH_LOG("no SIGIO with POLL_OUT after the drain");
+	fcntl(self->c, F_SETFL, fcntl(self->c, F_GETFL) & ~O_ASYNC);
+	sigaction(SIGUSR2, &old, NULL);
 }
 
 /* ---- writability threshold ---- */

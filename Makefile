@@ -2,9 +2,10 @@
 #
 # make          build the module (and the test and bench programs)
 # make check    install what is missing, build, run every test in QEMU VMs
-#               on Debian's 6.1, and build the module W=1 warning-free
-#               for 5.10, 6.12 and the newest 7.x too (RS_CHECK_LINES;
-#               KVER=<release>: only that kernel, docs/kernels.md)
+#               on Debian's 6.1 and the BPF switch's on the newest 7.x,
+#               and build the module W=1 warning-free for 5.10, 6.12 and
+#               7.x too (RS_CHECK_LINES; KVER=<release>: only that
+#               kernel, docs/kernels.md)
 # make check-kernels  make check on Debian's 5.10, 6.1, 6.12 and newest
 #               7.x, fetched and cached by scripts/kernels (docs/kernels.md)
 # make module-kernels  only the W=1 warning-free module build for all four
@@ -89,11 +90,13 @@ unit:
 # make check KVER=<release>: the same on another Debian kernel, fetched
 # by scripts/kernels if it is not the host's (docs/kernels.md). Plain
 # make check builds the module W=1 for every kernel line and runs the
-# suite on RS_CHECK_LINES: 6.1. "6.1 newest:single" adds the newest
-# kernel's single-host VM (about 20 min more), "6.1 newest" all of it
-# once its rdma_rxe stops ending connections that 6.1's carries through
-# 1 % loss and a 5 s partition (docs/kernels.md "Results").
-RS_CHECK_LINES ?= 6.1
+# suite on RS_CHECK_LINES: all of it on 6.1, and on the newest kernel the
+# BPF switch's test (selftests/switch.sh, which needs 6.6+; about 1 min).
+# "6.1 newest:single" runs the newest kernel's whole single-host VM
+# (about 20 min more), "6.1 newest" all of it once its rdma_rxe stops
+# ending connections that 6.1's carries through 1 % loss and a 5 s
+# partition (docs/kernels.md "Results").
+RS_CHECK_LINES ?= 6.1 newest:switch
 check: deps
 	$(MAKE) all unit deb
 	$(if $(filter command line,$(origin KVER)),RS_VM_KVER=$(KVER) scripts/check,scripts/check-kernels --run "$(RS_CHECK_LINES)")

@@ -5,7 +5,7 @@
  * rdmastream-run uses it where the kernel has the update_socket_protocol
  * hook (6.6 and later); docs/preload.md.
  *
- *   rdmastream-switch [-v] [--or-exec] [--] PROGRAM [ARGS...]
+ *   rdmastream-switch [-v] [--or-exec] [--preload LIB] [--] PROGRAM [ARGS...]
  *   rdmastream-switch [-v] --probe
  *
  * The program runs in a cgroup of its own, rdmastream-run.<pid>, made
@@ -15,17 +15,26 @@
  * until the program and everything it started have exited (the switch
  * lives exactly as long), removes the cgroup and exits with the
  * program's status (128 + N if signal N ended it). SIGTERM, SIGHUP,
- * SIGUSR1 and SIGUSR2 are passed on to the program; SIGINT and SIGQUIT
- * reach it from the terminal and are ignored here.
+ * SIGUSR1, SIGUSR2, and SIGINT and SIGQUIT sent by kill() are passed on
+ * to the program (the terminal's reach it by themselves); one that came
+ * during setup waits for the program; one ignored at the start (nohup)
+ * stays ignored. A SIGKILL of rdmastream-switch detaches the program in
+ * the kernel, but leaves the (empty) cgroup behind.
  *
  * --probe checks that the switch can be set up here and exits 0 or 1.
  * --or-exec runs PROGRAM without the switch when it cannot be (e.g. an
  * older kernel); otherwise that is an error, exit status 125. -v says
  * which happened, why, and at the end how many sockets were switched.
+ * --preload LIB puts LIB first in the program's LD_PRELOAD (not ours).
+ *
+ * A socket of the route stays open here while the switch is on, so the
+ * module cannot be unloaded (or reloaded with another ipproto) under the
+ * program. io_uring's IORING_OP_SOCKET does not pass the hook.
  *
  * Needs: root (CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN for the cgroup), cgroup
  * v2 mounted, the rdmastream module (loaded here on demand) with its
- * IPPROTO route on (ipproto parameter not 0).
+ * IPPROTO route on (ipproto parameter not 0), and a kernel whose hook
+ * takes BPF programs (6.6+, CONFIG_MPTCP: net/mptcp/bpf.c registers it).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -66,6 +75,8 @@ struct rs_switch {
 	struct bpf_object *obj;
 	struct bpf_link *link;
 	int cgfd;			/* our cgroup's directory */
+	int pinfd;			/* a socket of the route: the module
+					 * cannot be unloaded under us */
 	char cgpath[PATH_MAX];
 };
 
@@ -132,7 +143,7 @@ static bool rs_kernel_has_hook(void)
 /* where cgroup v2 is mounted, from /proc/self/mountinfo */
 static int rs_cgroup2_mount(char *buf, size_t len)
 {
-	char line[4096], mnt[PATH_MAX], *sep;
+	char line[4096], root[PATH_MAX], mnt[PATH_MAX], *sep;
 	int found = -1;
 	FILE *f;
 
@@ -140,8 +151,11 @@ static int rs_cgroup2_mount(char *buf, size_t len)
 	if (!f)
 		return -1;
 	while (found && fgets(line, sizeof(line), f)) {
+		/* the whole hierarchy (root /), at a path without escapes */
 		sep = strstr(line, " - cgroup2 ");
-		if (!sep || sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1)
+		if (!sep || sscanf(line, "%*s %*s %*s %4095s %4095s", root,
+				   mnt) != 2 || strcmp(root, "/") ||
+		    strchr(mnt, '\\'))
 			continue;
 		if ((size_t)snprintf(buf, len, "%s", mnt) < len)
 			found = 0;
@@ -212,9 +226,57 @@ static void rs_switch_close(struct rs_switch *sw)
 	if (sw->cgfd >= 0)
 		close(sw->cgfd);
 	sw->cgfd = -1;
+	if (sw->pinfd >= 0)
+		close(sw->pinfd);
+	sw->pinfd = -1;
 	if (sw->cgpath[0] && rmdir(sw->cgpath) && rs_verbose)
 		rs_say("cannot remove %s: %s", sw->cgpath, strerror(errno));
 	sw->cgpath[0] = '\0';
+}
+
+/* the offset of variable name in the object's .rodata, from its BTF */
+static long rs_rodata_offset(struct bpf_object *obj, const char *name)
+{
+	const struct btf_var_secinfo *vs;
+	const struct btf_type *t, *v;
+	struct btf *btf = bpf_object__btf(obj);
+	int id, i;
+
+	id = btf ? btf__find_by_name_kind(btf, ".rodata", BTF_KIND_DATASEC)
+		 : -1;
+	if (id <= 0)
+		return -1;
+	t = btf__type_by_id(btf, id);
+	vs = btf_var_secinfos(t);
+	for (i = 0; i < btf_vlen(t); i++, vs++) {
+		v = btf__type_by_id(btf, vs->type);
+		if (v && !strcmp(btf__name_by_offset(btf, v->name_off), name))
+			return vs->offset;
+	}
+	return -1;
+}
+
+/* sets the const volatile int name of .rodata to val before loading */
+static int rs_set_const(struct bpf_object *obj, const char *name, int val)
+{
+	struct bpf_map *map = bpf_object__find_map_by_name(obj, ".rodata");
+	long off = rs_rodata_offset(obj, name);
+	const void *cur;
+	size_t size;
+	char *data;
+	int err;
+
+	cur = map ? bpf_map__initial_value(map, &size) : NULL;
+	if (!cur || off < 0 || off + sizeof(val) > size)
+		return -ENOENT;
+	data = malloc(size);
+	if (!data)
+		return -ENOMEM;
+	memcpy(data, cur, size);
+	memcpy(data + off, &val, sizeof(val));
+	err = bpf_map__set_initial_value(map, data, size);
+	free(data);
+	return err;
 }
 
 /* loads the program for proto and attaches it for the cgroup sw->cgfd */
@@ -233,9 +295,7 @@ static int rs_switch_attach(struct rs_switch *sw, int proto, char *why,
 		err = -errno;
 		goto fail;
 	}
-	map = bpf_object__find_map_by_name(sw->obj, ".rodata");
-	err = map ? bpf_map__set_initial_value(map, &proto, sizeof(proto))
-		  : -ENOENT;
+	err = rs_set_const(sw->obj, "rs_ipproto", proto);
 	if (err)
 		goto fail;
 	err = bpf_object__load(sw->obj);
@@ -256,7 +316,9 @@ static int rs_switch_attach(struct rs_switch *sw, int proto, char *why,
 fail:
 	snprintf(why, len, "cannot load or attach the BPF program: %s%s",
 		 strerror(-err), err == -EPERM ?
-		 " (needs CAP_BPF, CAP_PERFMON: run as root)" : "");
+		 " (needs CAP_BPF, CAP_PERFMON: run as root)" :
+		 err == -EINVAL ? " (BPF may replace " RS_HOOK
+		 " only in kernels with CONFIG_MPTCP)" : "");
 	return -1;
 }
 
@@ -273,6 +335,16 @@ static int rs_switch_setup(struct rs_switch *sw, char *why, size_t len)
 	proto = rs_module_ipproto(why, len);
 	if (proto < 0)
 		return -1;
+	/*
+	 * Held until the end: the module stays loaded with this number
+	 * while the program may make sockets of it.
+	 */
+	sw->pinfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, proto);
+	if (sw->pinfd < 0) {
+		snprintf(why, len, "socket(AF_INET, SOCK_STREAM, %d): %s",
+			 proto, strerror(errno));
+		return -1;
+	}
 	if (rs_cgroup_make(sw, why, len) ||
 	    rs_switch_attach(sw, proto, why, len)) {
 		rs_switch_close(sw);
@@ -284,12 +356,60 @@ static int rs_switch_setup(struct rs_switch *sw, char *why, size_t len)
 	return 0;
 }
 
-static void rs_forward(int sig)
+/*
+ * Signals passed on to the program, or once it has exited, to what is
+ * left in its cgroup. ^C and ^\ from the terminal reach the program's
+ * process group by themselves, so SIGINT and SIGQUIT are passed on only
+ * when sent by kill(). A signal ignored when we started stays ignored.
+ */
+static const int rs_fwd_sigs[] = {
+	SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2,
+};
+
+#define RS_NSIGS	(sizeof(rs_fwd_sigs) / sizeof(rs_fwd_sigs[0]))
+
+static sigset_t rs_old_mask;
+
+static void rs_forward(int sig, siginfo_t *si, void *uc)
 {
+	int saved = errno;
+
+	(void)uc;
+	if ((sig == SIGINT || sig == SIGQUIT) && si->si_code != SI_USER)
+		return;
 	if (rs_child > 0)
 		kill(rs_child, sig);
 	else
 		rs_pending = sig;
+	errno = saved;
+}
+
+/* holds the signals back (they wait while there is nobody to pass to) */
+static void rs_signals_block(sigset_t *old)
+{
+	sigset_t set;
+	unsigned int i;
+
+	sigemptyset(&set);
+	for (i = 0; i < RS_NSIGS; i++)
+		sigaddset(&set, rs_fwd_sigs[i]);
+	sigprocmask(SIG_BLOCK, &set, old);
+}
+
+/* in the parent, once rs_child is set: pass them on from now */
+static void rs_signals_forward(void)
+{
+	struct sigaction sa = { 0 }, old;
+	unsigned int i;
+
+	sa.sa_sigaction = rs_forward;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	for (i = 0; i < RS_NSIGS; i++) {
+		if (!sigaction(rs_fwd_sigs[i], NULL, &old) &&
+		    old.sa_handler != SIG_IGN)
+			sigaction(rs_fwd_sigs[i], &sa, NULL);
+	}
+	sigprocmask(SIG_SETMASK, &rs_old_mask, NULL);
 }
 
 /* passes a signal that came after the program's exit to what it left */
@@ -310,28 +430,40 @@ static void rs_cgroup_signal(struct rs_switch *sw, int sig)
 	fclose(f);
 }
 
-static void rs_signals(bool child)
+/* LD_PRELOAD=lib before what is there already (rdmastream-run's preload) */
+static void rs_add_preload(const char *lib)
 {
-	static const int fwd[] = { SIGTERM, SIGHUP, SIGUSR1, SIGUSR2 };
-	struct sigaction sa = { 0 };
-	unsigned int i;
+	const char *old = getenv("LD_PRELOAD");
+	char *v;
 
-	sa.sa_handler = child ? SIG_DFL : rs_forward;
-	sa.sa_flags = SA_RESTART;
-	for (i = 0; i < sizeof(fwd) / sizeof(fwd[0]); i++)
-		sigaction(fwd[i], &sa, NULL);
-	sa.sa_handler = child ? SIG_DFL : SIG_IGN;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGQUIT, &sa, NULL);
+	if (!lib)
+		return;
+	if (!old || !*old) {
+		setenv("LD_PRELOAD", lib, 1);
+		return;
+	}
+	if (asprintf(&v, "%s %s", lib, old) < 0)
+		return;
+	setenv("LD_PRELOAD", v, 1);
+	free(v);
+}
+
+/* becomes the program, as it was asked for: signal mask, preload */
+static void rs_exec(char **argv, const char *preload)
+{
+	sigprocmask(SIG_SETMASK, &rs_old_mask, NULL);
+	rs_add_preload(preload);
+	execvp(argv[0], argv);
+	rs_say("%s: %s", argv[0], strerror(errno));
+	_exit(errno == ENOENT ? 127 : 126);
 }
 
 /* in the child: join the cgroup, then become the program */
-static void rs_exec_in(struct rs_switch *sw, char **argv)
+static void rs_exec_in(struct rs_switch *sw, char **argv, const char *preload)
 {
 	char pid[32];
 	int fd, n;
 
-	rs_signals(true);
 	fd = openat(sw->cgfd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
 	n = snprintf(pid, sizeof(pid), "%d\n", getpid());
 	if (fd < 0 || write(fd, pid, n) != n) {
@@ -339,9 +471,7 @@ static void rs_exec_in(struct rs_switch *sw, char **argv)
 		_exit(RS_EXIT_SETUP);
 	}
 	close(fd);
-	execvp(argv[0], argv);
-	rs_say("%s: %s", argv[0], strerror(errno));
-	_exit(errno == ENOENT ? 127 : 126);
+	rs_exec(argv, preload);
 }
 
 /* waits until nothing runs in the cgroup any more */
@@ -386,9 +516,11 @@ static __u64 rs_switched(struct rs_switch *sw)
 	return n;
 }
 
-static int rs_run(struct rs_switch *sw, char **argv)
+static int rs_run(struct rs_switch *sw, char **argv, const char *preload)
 {
-	int status, ret;
+	siginfo_t si;
+	sigset_t held;
+	int status;
 	pid_t pid;
 
 	pid = fork();
@@ -397,36 +529,39 @@ static int rs_run(struct rs_switch *sw, char **argv)
 		return RS_EXIT_SETUP;
 	}
 	if (!pid)
-		rs_exec_in(sw, argv);
+		rs_exec_in(sw, argv, preload);
 	rs_child = pid;
-	rs_signals(false);
-	while (waitpid(pid, &status, 0) < 0) {
+	rs_signals_forward();
+	/* wait without reaping: until then its pid cannot be reused */
+	while (waitid(P_PID, pid, &si, WEXITED | WNOWAIT) < 0) {
 		if (errno != EINTR) {
-			rs_say("waitpid: %s", strerror(errno));
+			rs_say("waitid: %s", strerror(errno));
 			return RS_EXIT_SETUP;
 		}
 	}
+	rs_signals_block(&held);
 	rs_child = 0;
+	waitpid(pid, &status, 0);
+	sigprocmask(SIG_SETMASK, &held, NULL);
 	rs_cgroup_drain(sw);
-	if (WIFSIGNALED(status))
-		ret = 128 + WTERMSIG(status);
-	else
-		ret = WEXITSTATUS(status);
 	if (rs_verbose)
 		rs_say("%llu sockets switched", (unsigned long long)rs_switched(sw));
-	return ret;
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return WEXITSTATUS(status);
 }
 
 static void rs_usage(FILE *f)
 {
-	fprintf(f, "usage: " RS_NAME " [-v] [--or-exec] [--] PROGRAM [ARGS...]\n"
+	fprintf(f, "usage: " RS_NAME " [-v] [--or-exec] [--preload LIB] [--] PROGRAM [ARGS...]\n"
 		"       " RS_NAME " [-v] --probe\n");
 }
 
 int main(int argc, char **argv)
 {
-	struct rs_switch sw = { .cgfd = -1 };
+	struct rs_switch sw = { .cgfd = -1, .pinfd = -1 };
 	bool probe = false, or_exec = false;
+	const char *preload = NULL;
 	char why[PATH_MAX + 64];
 	int i, ret;
 
@@ -440,6 +575,8 @@ int main(int argc, char **argv)
 			probe = true;
 		} else if (!strcmp(argv[i], "--or-exec")) {
 			or_exec = true;
+		} else if (!strcmp(argv[i], "--preload") && i + 1 < argc) {
+			preload = argv[++i];
 		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
 			rs_usage(stdout);
 			return 0;
@@ -454,6 +591,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	libbpf_set_print(rs_libbpf_print);
+	/* a signal during setup waits for the program, then reaches it */
+	rs_signals_block(&rs_old_mask);
 	if (rs_switch_setup(&sw, why, sizeof(why))) {
 		if (rs_verbose || !or_exec)
 			rs_say("no BPF switch: %s", why);
@@ -461,11 +600,9 @@ int main(int argc, char **argv)
 			return 1;
 		if (!or_exec)
 			return RS_EXIT_SETUP;
-		execvp(argv[i], argv + i);
-		rs_say("%s: %s", argv[i], strerror(errno));
-		return errno == ENOENT ? 127 : 126;
+		rs_exec(argv + i, preload);
 	}
-	ret = probe ? 0 : rs_run(&sw, argv + i);
+	ret = probe ? 0 : rs_run(&sw, argv + i, preload);
 	rs_switch_close(&sw);
 	return ret;
 }

@@ -26,10 +26,11 @@
 #                   sockets are TCP: the switch made the difference
 #   default         plain rdmastream-run switches the static binary too
 #   scope           while a switched program runs (its BPF program is in
-#                   /proc/kallsyms), a program outside its cgroup gets TCP
-#                   sockets
+#                   /proc/kallsyms, the module's refcnt is held), a
+#                   program outside its cgroup gets TCP sockets
 #   status          the program's exit status comes back (7; 128 + 9 for
-#                   SIGKILL); SIGTERM to rdmastream-run reaches it
+#                   SIGKILL); SIGTERM to rdmastream-run reaches it; a
+#                   SIGHUP ignored at the start (nohup) stays ignored
 #   descendants     a background child that outlives the program is
 #                   switched, and rdmastream-run waits for it
 #   not_root        without root, --bpf fails (125) and the default mode
@@ -162,20 +163,61 @@ case_default() {
 		bad "no switch reported"
 }
 
-case_scope() {
-	local pid out
+# wait_for FILE: up to 60 s for FILE to exist (slow emulation)
+wait_for() {
+	for _ in $(seq 600); do
+		[[ -e $1 ]] && return 0
+		sleep 0.1
+	done
+	bad "$1 did not appear in 60 s"
+}
 
-	"$run" --bpf sh -c "'$peer' proto >'$work/in1'; sleep 3;
+# reap PID: wait for a background rdmastream-run, at most 60 s (then it
+# is killed and the case fails); its exit status
+reap() {
+	for _ in $(seq 600); do
+		kill -0 "$1" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$1" 2>/dev/null; then
+		bad "rdmastream-run $1 still running after 60 s: killed"
+		kill -KILL "$1"
+	fi
+	wait "$1"
+}
+
+# no rs_switch BPF program in the kernel (one just freed leaves kallsyms
+# after an RCU grace period)
+no_program() {
+	for _ in $(seq 100); do
+		grep -q '_rs_switch' /proc/kallsyms || return 0
+		sleep 0.1
+	done
+	bad "a BPF program rs_switch is loaded: $(grep _rs_switch /proc/kallsyms)"
+}
+
+case_scope() {
+	local pid out ref0 ref1
+
+	no_program || return 1
+	ref0=$(cat /sys/module/rdmastream/refcnt)
+	"$run" --bpf sh -c "'$peer' proto >'$work/in1'; touch '$work/ready'
+			   while [ ! -e '$work/go' ]; do sleep 0.1; done
 			   '$peer' proto >'$work/in2'" 2>>"$log" &
 	pid=$!
-	sleep 1
-	grep -q '_rs_switch' /proc/kallsyms ||
-		bad "no rs_switch BPF program in /proc/kallsyms while it runs" ||
-		{ wait "$pid"; return 1; }
-	out=$("$peer" proto)
-	expect "outside, during" "proto 6" "$out" || { wait "$pid"; return 1; }
-	expect "python3 outside" 6 "$(py_proto)" || { wait "$pid"; return 1; }
-	wait "$pid" || bad "the switched program failed" || return 1
+	if wait_for "$work/ready"; then
+		grep -q '_rs_switch' /proc/kallsyms ||
+			bad "no rs_switch BPF program in /proc/kallsyms while it runs"
+		ref1=$(cat /sys/module/rdmastream/refcnt)
+		((ref1 > ref0)) ||
+			bad "module refcnt $ref0 -> $ref1: not held by the switch"
+		out=$("$peer" proto)
+		expect "outside, during" "proto 6" "$out"
+		expect "python3 outside" 6 "$(py_proto)"
+	fi
+	touch "$work/go"
+	reap "$pid" || bad "the switched program failed"
+	[[ ! -s $log ]] || return 1
 	expect "inside, first" "proto 260" "$(cat "$work/in1")" || return 1
 	expect "inside, after" "proto 260" "$(cat "$work/in2")"
 }
@@ -190,14 +232,29 @@ case_status() {
 	rc=$?
 	expect "SIGKILL" 137 "$rc" || return 1
 	"$run" --bpf sh -c "trap 'echo got >\"$work/term\"; exit 3' TERM
+			   touch '$work/trapped'
 			   while :; do sleep 0.1; done" 2>>"$log" &
 	pid=$!
-	sleep 1
+	wait_for "$work/trapped" || { kill -KILL "$pid"; wait "$pid"; return 1; }
 	kill -TERM "$pid"
-	wait "$pid"
+	reap "$pid"
 	rc=$?
 	expect "SIGTERM passed on" 3 "$rc" || return 1
-	expect "the program's trap" got "$(cat "$work/term" 2>/dev/null)"
+	expect "the program's trap" got "$(cat "$work/term" 2>/dev/null)" ||
+		return 1
+	# a hangup ignored when it started stays ignored (nohup)
+	(trap '' HUP
+	 exec "$run" --bpf sh -c "touch '$work/hup'
+				 while [ ! -e '$work/hup_go' ]; do sleep 0.1; done
+				 exit 5") 2>>"$log" &
+	pid=$!
+	wait_for "$work/hup" || { kill -KILL "$pid"; wait "$pid"; return 1; }
+	kill -HUP "$pid"
+	sleep 0.5
+	touch "$work/hup_go"
+	reap "$pid"
+	rc=$?
+	expect "SIGHUP ignored (nohup)" 5 "$rc"
 }
 
 case_descendants() {
@@ -230,14 +287,9 @@ case_not_root() {
 case_cleanup() {
 	local left
 
-	left=$(find /sys/fs/cgroup -maxdepth 3 -name 'rdmastream-run.*' 2>/dev/null)
+	left=$(find /sys/fs/cgroup -name 'rdmastream-run.*' 2>/dev/null)
 	[[ -z $left ]] || bad "cgroups left: $left" || return 1
-	# (a freed program leaves kallsyms after an RCU grace period)
-	for _ in $(seq 50); do
-		grep -q '_rs_switch' /proc/kallsyms || return 0
-		sleep 0.1
-	done
-	bad "a BPF program rs_switch is still loaded: $(grep _rs_switch /proc/kallsyms)"
+	no_program
 }
 
 n=0 failed=0

@@ -93,9 +93,8 @@ unit:
 # suite on RS_CHECK_LINES: all of it on 6.1, and on the newest kernel the
 # BPF switch's test (selftests/switch.sh, which needs 6.6+; about 1 min).
 # "6.1 newest:single" runs the newest kernel's whole single-host VM
-# (about 20 min more), "6.1 newest" all of it once its rdma_rxe stops
-# ending connections that 6.1's carries through 1 % loss and a 5 s
-# partition (docs/kernels.md "Results").
+# (about 20 min more), "6.1 newest" all of it (docs/kernels.md
+# "Results").
 RS_CHECK_LINES ?= 6.1 newest:switch
 check: deps
 	$(MAKE) all unit deb

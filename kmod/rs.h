@@ -46,7 +46,23 @@
 #define RS_MAX_INLINE		256
 #define RS_RESOLVE_MS		2000
 #define RS_ORPHAN_TIMEOUT	(60 * HZ)
-#define RS_PROBE_INTERVAL	HZ	/* while a sender is stalled */
+/* the QP's ack timeout: 4.096 us << 18, 1.07 s (rdma_set_ack_timeout) */
+#define RS_ACK_TIMEOUT		18
+#define RS_ACK_TIMEOUT_J	\
+	((unsigned long)((u64)HZ * (4096ULL << RS_ACK_TIMEOUT) / NSEC_PER_SEC) + 1)
+/*
+ * How often the module may post a work request only to learn about the
+ * QP (a probe, a kick) once the QP has been silent and kicked. rxe from
+ * 6.10 on (the requester and completer merged into one task) runs its
+ * completer on every post, which pushes the retransmission timer a whole
+ * ack timeout ahead: a QP that lost a packet retransmits only after an
+ * ack timeout without posts, and a probe every second kept a lossy link
+ * from ever recovering (docs/lossy-links.md). So after a kick, two ack
+ * timeouts apart: of two such trains (the probe timer's and a LOCAL_INV
+ * wait's) one always leaves a gap longer than an ack timeout.
+ */
+#define RS_QP_QUIET		(2 * RS_ACK_TIMEOUT_J + HZ / 4)
+#define RS_PROBE_INTERVAL	HZ	/* a sender stalled: probe, then kick */
 /*
  * A signalled probe with no send completion at all for this long: the QP
  * neither delivers nor fails (rxe can wedge so, docs/lossy-links.md). A
@@ -67,7 +83,8 @@
 #define RS_INV_TIMEOUT		(12 * HZ)
 #define RS_DRAIN_TIMEOUT	(5 * HZ)	/* a fenced caller's wait */
 #define RS_DSMALL_MAX		4	/* small direct receives before backing off */
-#define RS_INV_KICK		(HZ / 10)	/* LOCAL_INV late: kick the QP */
+/* LOCAL_INV late: kick the QP after this, then every RS_QP_QUIET */
+#define RS_INV_KICK		(HZ / 10)
 #define RS_DGRACE_MS		10	/* direct-only: wait for an ADVERT */
 /* Work requests a direct transfer may need: WRITEs plus the DIRECT. */
 

@@ -77,7 +77,6 @@ static bool rs_pdata_ok(const void *data, u8 len)
  */
 #define RS_RETRY_COUNT	6
 #define RS_RNR_RETRY	6
-#define RS_ACK_TIMEOUT	18
 
 /*
  * The IB CM lets the peer choose our retry counts: the passive side's QP

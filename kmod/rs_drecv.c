@@ -371,12 +371,15 @@ static bool rs_dslot_inv_quiet(struct rs_sock *rs, struct rs_dslot *d)
 /*
  * Take the peer's access away unless its DIRECT already did. The
  * LOCAL_INV normally completes at once; rxe may need a kick (see
- * rs_kick_locked). Bounded by RS_INV_TIMEOUT and a fatal signal, with
+ * rs_kick_locked), one soon, then one per RS_QP_QUIET: it also runs only
+ * after every earlier work request completed, and on a lossy link those
+ * wait for a retransmission that a post delays on 6.10+ rxe (rs.h).
+ * Bounded by RS_INV_TIMEOUT and a fatal signal, with
  * the same errors as rs_drecv_settle().
  */
 static int rs_drecv_invalidate(struct rs_sock *rs, struct rs_dslot *d)
 {
-	unsigned long deadline = jiffies + RS_INV_TIMEOUT;
+	unsigned long deadline = jiffies + RS_INV_TIMEOUT, step = RS_INV_KICK;
 	struct ib_send_wr wr = {};
 	bool wait = false, safe;
 	long left;
@@ -396,7 +399,7 @@ static int rs_drecv_invalidate(struct rs_sock *rs, struct rs_dslot *d)
 	wait = d->registered;
 	spin_unlock_bh(&rs->lock);
 	while (wait && !rs_dslot_inv_quiet(rs, d)) {
-		left = rs_dwait(rs, rs_dslot_inv_quiet(rs, d), RS_INV_KICK);
+		left = rs_dwait(rs, rs_dslot_inv_quiet(rs, d), step);
 		if (left < 0)
 			return -EINTR;
 		if (left > 0)
@@ -409,6 +412,8 @@ static int rs_drecv_invalidate(struct rs_sock *rs, struct rs_dslot *d)
 		spin_lock_bh(&rs->lock);
 		rs_kick_locked(rs);
 		spin_unlock_bh(&rs->lock);
+		/* (more kicks would hold off rxe's retransmission) */
+		step = RS_QP_QUIET;
 	}
 	spin_lock_bh(&rs->lock);
 	if (d->inv.done && d->inv.status == IB_WC_SUCCESS)

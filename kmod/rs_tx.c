@@ -337,8 +337,10 @@ void rs_probe_timer(struct timer_list *t)
 			rs_post_probe_locked(rs);
 		if (stuck)
 			rs->stats.kicks++;
+		/* kicked: now let rxe's retransmission come first (rs.h) */
 		if (stalled || rs->sq_done <= rs->sq_signaled)
-			rs_probe_arm_locked(rs, RS_PROBE_INTERVAL);
+			rs_probe_arm_locked(rs, stuck ? RS_QP_QUIET :
+					    RS_PROBE_INTERVAL);
 		else if (keep)
 			rs_probe_arm_locked(rs, rs_keepalive_secs * HZ);
 	}

@@ -11,11 +11,13 @@
  *   reorder           10 ms delay, 25 % of the packets sent at once
  *   dup               1 % duplicated packets
  *   delay24           24 ms each way (48 ms RTT, the paper's distance test)
- *   partition         100 % loss for RS_LOSSY_PART_SEC (5 s) once 1 MiB
- *                     has arrived, then restored: inside the QP's retry
- *                     budget (docs/lossy-links.md), so the streams must
- *                     resume and complete intact
- *   partition_long    100 % loss until both streams of this host ended:
+ *   partition         100 % loss of host 1's egress (for RC, and TCP,
+ *                     a partition both ways: no acknowledgement crosses)
+ *                     for RS_LOSSY_PART_SEC (5 s) once host 1 has
+ *                     received 1 MiB, then restored: inside the QP's
+ *                     retry budget (docs/lossy-links.md), so the streams
+ *                     must resume and complete intact
+ *   partition_long    the same until both streams of host 1 ended:
  *                     each must fail with ETIMEDOUT or ECONNRESET (a send
  *                     may see EPIPE after that) within RS_LOSSY_BOUND
  *                     (30 s) of the partition's start; SO_KEEPALIVE every
@@ -59,12 +61,44 @@ struct lossy_hello {
 
 enum lossy_part { LP_NONE, LP_SHORT, LP_LONG };
 
+/* rxe's counters of this host that tell how the QP recovered */
+static const char *const lossy_counters[] = {
+	"sent_pkts", "rcvd_pkts", "completer_retry_err", "rcvd_seq_err",
+	"out_of_seq_request", "duplicate_request", "retry_exceeded_err",
+};
+
+#define LOSSY_NCOUNTERS	(sizeof(lossy_counters) / sizeof(lossy_counters[0]))
+
 FIXTURE(lossy)
 {
 	int fd;
 	bool shaped;		/* netem is on RS_NETDEV */
 	long long keepalive;	/* module's keepalive_secs to restore, or 0 */
+	long long cnt[LOSSY_NCOUNTERS];	/* at the case's start */
 };
+
+static long long lossy_counter(const char *name)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path),
+		 "/sys/class/infiniband/%s/ports/1/hw_counters/%s",
+		 rs.rdmadev, name);
+	return rs_read_ll(path);
+}
+
+/* "lossy: <case> host <n> rxe: name +delta ..." for the diagnosis */
+static void lossy_counters_report(const char *name, const long long *cnt0)
+{
+	char line[512];
+	size_t i, n = 0;
+
+	for (i = 0; i < LOSSY_NCOUNTERS && n < sizeof(line); i++)
+		n += snprintf(line + n, sizeof(line) - n, " %s +%lld",
+			      lossy_counters[i],
+			      lossy_counter(lossy_counters[i]) - cnt0[i]);
+	rs_info("lossy: %s host %d rxe:%s", name, rs.host, line);
+}
 
 FIXTURE_VARIANT(lossy)
 {
@@ -255,6 +289,8 @@ FIXTURE_SETUP(lossy)
 		rs_trace_write("events/rdmastream/rdmastream_wc_error/enable",
 			       "1");
 	}
+	for (size_t i = 0; i < LOSSY_NCOUNTERS; i++)
+		self->cnt[i] = lossy_counter(lossy_counters[i]);
 	if (rs.host == 2)
 		self->fd = lossy_dial(_metadata, variant, port);
 	else
@@ -277,8 +313,22 @@ FIXTURE_TEARDOWN(lossy)
 
 	if (self->shaped)
 		lossy_netem(NULL);
+	if (self->fd >= 0 && !variant->tcp && !rs.tcp) {
+		struct rdmastream_info info;
+		socklen_t len = sizeof(info);
+
+		if (!getsockopt(self->fd, SOL_RDMASTREAM, RDMASTREAM_INFO,
+				&info, &len))
+			rs_info("lossy: %s host %d module: probes %llu kicks %llu local_invs %llu",
+				variant->name, rs.host,
+				(unsigned long long)info.rsi_probes,
+				(unsigned long long)info.rsi_sq_kicks,
+				(unsigned long long)info.rsi_local_invalidates);
+	}
 	if (self->fd >= 0)
 		close(self->fd);
+	if (!variant->tcp && !rs.tcp)
+		lossy_counters_report(variant->name, self->cnt);
 	if (self->keepalive > 0)
 		rs_param_set("keepalive_secs", self->keepalive);
 	/* $RS_OUT/lossy-<case>.trace: what the module saw */
@@ -354,7 +404,15 @@ static double lossy_partition(struct __test_metadata *_metadata,
 	       !x[1].err && !x[1].mismatch && !x[1].short_eof)
 		rs_msleep(2);
 	t0 = rs_now();
-	ASSERT_EQ(0, lossy_netem("loss 100%"));
+	/*
+	 * Host 1 alone drops everything it sends: for a reliable transport
+	 * that is a partition both ways (no acknowledgement crosses), on one
+	 * clock. Netem on both hosts, each from its own 1 MiB, made the
+	 * blackout of the host that started last up to seconds longer than
+	 * RS_LOSSY_PART_SEC under TCG, past the QP's retry budget (7.x).
+	 */
+	if (rs.host == 1)
+		ASSERT_EQ(0, lossy_netem("loss 100%"));
 	rs_info("lossy: partition from %llu bytes received, %llu sent",
 		(unsigned long long)x[1].done,
 		(unsigned long long)x[0].done);
@@ -369,7 +427,8 @@ static double lossy_partition(struct __test_metadata *_metadata,
 			break;
 		rs_msleep(20);
 	}
-	lossy_netem(NULL);
+	if (rs.host == 1)
+		lossy_netem(NULL);
 	rs_info("lossy: partition lifted after %.1f s", rs_now() - t0);
 	return t0;
 }

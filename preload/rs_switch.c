@@ -140,49 +140,45 @@ static bool rs_kernel_has_hook(void)
 	return has;
 }
 
-/* where cgroup v2 is mounted, from /proc/self/mountinfo */
-static int rs_cgroup2_mount(char *buf, size_t len)
+/*
+ * The first line of file path that pick() takes: pick() copies what it
+ * wants of the line into buf (len bytes) and returns true. 0, or -1.
+ */
+static int rs_scan(const char *path, char *buf, size_t len,
+		   bool (*pick)(char *line, char *buf, size_t len))
 {
-	char line[4096], root[PATH_MAX], mnt[PATH_MAX], *sep;
+	char line[2 * PATH_MAX];
 	int found = -1;
 	FILE *f;
 
-	f = fopen("/proc/self/mountinfo", "r");
+	f = fopen(path, "r");
 	if (!f)
 		return -1;
 	while (found && fgets(line, sizeof(line), f)) {
-		/* the whole hierarchy (root /), at a path without escapes */
-		sep = strstr(line, " - cgroup2 ");
-		if (!sep || sscanf(line, "%*s %*s %*s %4095s %4095s", root,
-				   mnt) != 2 || strcmp(root, "/") ||
-		    strchr(mnt, '\\'))
-			continue;
-		if ((size_t)snprintf(buf, len, "%s", mnt) < len)
+		line[strcspn(line, "\n")] = '\0';
+		if (pick(line, buf, len))
 			found = 0;
 	}
 	fclose(f);
 	return found;
 }
 
-/* this process's cgroup v2 path ("0::/a/b" of /proc/self/cgroup) */
-static int rs_cgroup_self(char *buf, size_t len)
+/* a cgroup2 line of mountinfo: the whole hierarchy, a path without escapes */
+static bool rs_pick_cgroup2(char *line, char *buf, size_t len)
 {
-	char line[PATH_MAX + 8];
-	int found = -1;
-	FILE *f;
+	char root[PATH_MAX], mnt[PATH_MAX];
 
-	f = fopen("/proc/self/cgroup", "r");
-	if (!f)
-		return -1;
-	while (found && fgets(line, sizeof(line), f)) {
-		if (strncmp(line, "0::", 3))
-			continue;
-		line[strcspn(line, "\n")] = '\0';
-		if ((size_t)snprintf(buf, len, "%s", line + 3) < len)
-			found = 0;
-	}
-	fclose(f);
-	return found;
+	return strstr(line, " - cgroup2 ") &&
+	       sscanf(line, "%*s %*s %*s %4095s %4095s", root, mnt) == 2 &&
+	       !strcmp(root, "/") && !strchr(mnt, '\\') &&
+	       (size_t)snprintf(buf, len, "%s", mnt) < len;
+}
+
+/* the v2 line of /proc/self/cgroup: "0::/a/b" */
+static bool rs_pick_self(char *line, char *buf, size_t len)
+{
+	return !strncmp(line, "0::", 3) &&
+	       (size_t)snprintf(buf, len, "%s", line + 3) < len;
 }
 
 /* makes <cgroup2 mount><our cgroup>/rdmastream-run.<pid> */
@@ -190,8 +186,9 @@ static int rs_cgroup_make(struct rs_switch *sw, char *why, size_t len)
 {
 	char mnt[PATH_MAX], self[PATH_MAX];
 
-	if (rs_cgroup2_mount(mnt, sizeof(mnt)) ||
-	    rs_cgroup_self(self, sizeof(self))) {
+	if (rs_scan("/proc/self/mountinfo", mnt, sizeof(mnt),
+		    rs_pick_cgroup2) ||
+	    rs_scan("/proc/self/cgroup", self, sizeof(self), rs_pick_self)) {
 		snprintf(why, len, "no cgroup v2 (mount -t cgroup2 none /sys/fs/cgroup)");
 		return -1;
 	}

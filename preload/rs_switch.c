@@ -75,8 +75,8 @@ struct rs_switch {
 	struct bpf_object *obj;
 	struct bpf_link *link;
 	int cgfd;			/* our cgroup's directory */
-	int pinfd;			/* a socket of the route: the module
-					 * cannot be unloaded under us */
+	/* a socket of the route: the module cannot be unloaded under us */
+	int pinfd;
 	char cgpath[PATH_MAX];
 };
 

@@ -256,12 +256,23 @@ FIXTURE_TEARDOWN(fence)
 
 TEST_F_TIMEOUT(fence, stall, 90)
 {
+	/*
+	 * rxe before 6.0 ("RDMA/rxe: Fix rnr retry behavior") retries an
+	 * RNR NAK at once instead of after min_rnr_timer: the QP runs out
+	 * of RNR retries in milliseconds, nothing stalls and there is no
+	 * blocked call to kill. The call must then end by itself, with the
+	 * same error and the same pages back.
+	 */
+	bool stalls = !rs_rxe_before(6, 0);
 	struct io_result r;
 	struct io_child c;
 	long pins;
 	double t0;
 
 	RS_SKIP_TCP("speaks the rdmastream wire protocol");
+	if (!stalls)
+		rs_info("this rxe retries RNR at once: no stall%s",
+			variant->kill ? ", no blocked call to kill" : "");
 	if (variant->recv) {
 		ASSERT_EQ(0, rs_set_timeo(self->s, SO_RCVTIMEO, 500));
 		ASSERT_EQ(0, io_start(&c, self->s, false, BIG));
@@ -275,7 +286,7 @@ TEST_F_TIMEOUT(fence, stall, 90)
 		ASSERT_EQ(0, io_start(&c, self->s, true, BIG));
 	}
 	t0 = rs_now();
-	if (variant->kill) {
+	if (variant->kill && stalls) {
 		rs_msleep(1500);
 		/* still in the module, waiting on the HCA */
 		ASSERT_EQ(-1, io_reap(&c, 0))
@@ -313,9 +324,10 @@ TEST_F_TIMEOUT(fence, stall, 90)
 			 * request wait a whole second and kicked the QP
 			 * (the rescue for rxe's parked requester).
 			 */
-			EXPECT_LE(1, sq_kicks(self->s))
-				TH_LOG("no watchdog kick in a %.1f s stall",
-				       rs_now() - t0);
+			if (stalls)
+				EXPECT_LE(1, sq_kicks(self->s))
+					TH_LOG("no watchdog kick in a %.1f s stall",
+					       rs_now() - t0);
 		}
 	}
 	/* the connection is gone, and every page went back */

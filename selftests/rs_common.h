@@ -53,6 +53,7 @@
 #include <sys/time.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1013,6 +1014,22 @@ static inline bool rs_have_cmd(const char *cmd)
 
 	snprintf(buf, sizeof(buf), "command -v %s >/dev/null 2>&1", cmd);
 	return system(buf) == 0;
+}
+
+/*
+ * Is RS_RDMADEV Soft-RoCE on a kernel older than maj.min? For the
+ * expectations that rdma_rxe's own fixed bugs change (docs/kernels.md):
+ * a real HCA, or a newer rxe, behaves as the IB spec says.
+ */
+static inline bool rs_rxe_before(int maj, int min)
+{
+	struct utsname u;
+	int a = 0, b = 0;
+
+	if (strncmp(rs.rdmadev, "rxe", 3) || uname(&u) ||
+	    sscanf(u.release, "%d.%d", &a, &b) != 2)
+		return false;
+	return a < maj || (a == maj && b < min);
 }
 
 /* The MRs of RS_RDMADEV from `rdma res show`, or -1. */

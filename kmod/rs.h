@@ -694,6 +694,27 @@ int rs_stat_register(void);
 void rs_stat_unregister(void);
 int rs_diag_register(void);
 void rs_diag_unregister(void);
+
+/* rs_pd.c: a connection's PD back to the device (RS_PD_LINGER) */
+#ifdef RS_PD_LINGER
+void rs_pd_put(struct ib_pd *pd);
+int rs_pd_init(void);
+void rs_pd_exit(void);
+#else
+static inline void rs_pd_put(struct ib_pd *pd)
+{
+	ib_dealloc_pd(pd);
+}
+
+static inline int rs_pd_init(void)
+{
+	return 0;
+}
+
+static inline void rs_pd_exit(void)
+{
+}
+#endif
 struct rdmastream_info;
 void rs_info_fill(struct rs_sock *rs, struct rdmastream_info *info);
 void rs_map_addr(struct sockaddr_storage *ss);

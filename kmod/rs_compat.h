@@ -198,4 +198,14 @@ static inline bool rs_inet6_cleanup_sock(struct sock *sk)
 #define WQ_PERCPU		0
 #endif
 
+/*
+ * rdma_rxe before 6.0 may drop a destroyed QP's reference on its PD from
+ * a work item after ib_destroy_qp() returned; its PDs linger before
+ * ib_dealloc_pd() (kmod/rs_pd.c). A driver's behaviour, which no header
+ * shows: Kbuild decides by the kernel's version (RS_RXE_LATE_QP_PUT).
+ */
+#ifdef RS_RXE_LATE_QP_PUT
+#define RS_PD_LINGER		(10 * HZ)
+#endif
+
 #endif /* RS_COMPAT_H */

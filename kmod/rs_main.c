@@ -202,11 +202,16 @@ static int __init rs_init(void)
 	ret = rs_diag_register();
 	if (ret)
 		goto unreg_family;
-	ret = rs_inet_register();
+	ret = rs_pd_init();
 	if (ret)
 		goto unreg_diag;
+	ret = rs_inet_register();
+	if (ret)
+		goto pd_exit;
 	pr_info("rdmastream: socket family %d registered\n", rs_family);
 	return 0;
+pd_exit:
+	rs_pd_exit();
 unreg_diag:
 	rs_diag_unregister();
 unreg_family:
@@ -223,6 +228,7 @@ free_wq:
 static void __exit rs_exit(void)
 {
 	rs_inet_unregister();
+	rs_pd_exit();
 	rs_diag_unregister();
 	sock_unregister(rs_family);
 	rs_stat_unregister();

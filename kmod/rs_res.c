@@ -361,7 +361,7 @@ void rs_transport_destroy(struct rs_sock *rs, struct rdma_cm_id *id)
 		ib_cq_pool_put(rs->cq, rs->cq_size);
 	rs->cq = NULL;
 	if (rs->pd)
-		ib_dealloc_pd(rs->pd);
+		rs_pd_put(rs->pd);
 	rs->pd = NULL;
 	spin_lock_bh(&rs->lock);
 	rs->transport = false;

@@ -89,6 +89,15 @@ static bool res_eq(const long a[RES_N], const long b[RES_N])
 	return !memcmp(a, b, sizeof(long) * RES_N);
 }
 
+/* Is every count of a at most b's? */
+static bool res_le(const long a[RES_N], const long b[RES_N])
+{
+	for (int i = 0; i < RES_N; i++)
+		if (a[i] > b[i])
+			return false;
+	return true;
+}
+
 /* Wait until two readings a second apart agree; returns 0 when stable. */
 static int res_stable(long cnt[RES_N], unsigned int secs)
 {
@@ -244,8 +253,11 @@ TEST_F_TIMEOUT(res, leak, 600)
 		rs_msleep(500);
 		ASSERT_EQ(0, res_read(now));
 		socks = rs_proto_sockets();
-		/* fewer is fine: an earlier test's orphan may have ended */
-		if (res_eq(now, base) && socks <= socks0)
+		/*
+		 * fewer is fine: an earlier test's orphan may have ended, or
+		 * its PD stopped lingering (rxe before 6.0, kmod/rs_pd.c)
+		 */
+		if (res_le(now, base) && socks <= socks0)
 			break;
 	} while (rs_now() < end);
 	res_str(now, b, sizeof(b));
@@ -254,10 +266,11 @@ TEST_F_TIMEOUT(res, leak, 600)
 	EXPECT_GE(socks0, 0);
 	EXPECT_LE(socks, socks0)
 		TH_LOG("sockets: %ld before, %ld after", socks0, socks);
-	for (j = 0; j < RES_N; j++)
-		EXPECT_EQ(base[j], now[j])
+	for (j = 0; j < RES_N; j++) {
+		EXPECT_LE(now[j], base[j])
 			TH_LOG("%s: %ld before, %ld after %u s", res_names[j],
 			       base[j], now[j], settle);
+	}
 }
 
 /* ---- tracepoints ---- */

@@ -12,8 +12,12 @@
  * lookup of partially built objects"). On the older kernels a PD of an
  * rxe device lingers here for RS_PD_LINGER before it is deallocated,
  * and all of a device's go when the device is removed or the module
- * unloaded (an ib_client). No header tells rxe's behaviour: the kernel
- * version does (rs_compat.h).
+ * unloaded (an ib_client). A device's removal reaches this client before
+ * rdma_cm's (clients go in reverse order of registration), so sockets
+ * still give PDs back after it: the client's data on the device, set in
+ * add and cleared in remove under rs_pd_lock, says whether a PD may
+ * still linger. No header tells rxe's behaviour: the kernel version
+ * does (rs_compat.h). Process context throughout (ib_dealloc_pd sleeps).
  */
 #include "rs.h"
 
@@ -26,7 +30,8 @@ struct rs_pd_lingering {
 };
 
 static LIST_HEAD(rs_pd_list);
-static DEFINE_SPINLOCK(rs_pd_lock);
+static DEFINE_MUTEX(rs_pd_lock);
+static struct ib_client rs_pd_client;
 
 static void rs_pd_reap(struct work_struct *work);
 static DECLARE_DELAYED_WORK(rs_pd_work, rs_pd_reap);
@@ -38,7 +43,7 @@ static void rs_pd_flush(struct ib_device *dev, bool all)
 	bool more = false;
 	LIST_HEAD(done);
 
-	spin_lock_bh(&rs_pd_lock);
+	mutex_lock(&rs_pd_lock);
 	list_for_each_entry_safe(l, tmp, &rs_pd_list, node) {
 		if (dev && l->pd->device != dev)
 			continue;
@@ -47,7 +52,7 @@ static void rs_pd_flush(struct ib_device *dev, bool all)
 		else
 			more = true;
 	}
-	spin_unlock_bh(&rs_pd_lock);
+	mutex_unlock(&rs_pd_lock);
 	list_for_each_entry_safe(l, tmp, &done, node) {
 		ib_dealloc_pd(l->pd);
 		kfree(l);
@@ -67,26 +72,37 @@ void rs_pd_put(struct ib_pd *pd)
 
 	if (pd->device->ops.driver_id == RDMA_DRIVER_RXE)
 		l = kmalloc(sizeof(*l), GFP_KERNEL);
-	if (!l) {
+	if (l) {
+		l->pd = pd;
+		l->since = jiffies;
+		mutex_lock(&rs_pd_lock);
+		/* the device is still ours: not removed, not unloading */
+		if (ib_get_client_data(pd->device, &rs_pd_client)) {
+			list_add_tail(&l->node, &rs_pd_list);
+			pd = NULL;
+		}
+		mutex_unlock(&rs_pd_lock);
+	}
+	if (pd) {
+		kfree(l);
 		ib_dealloc_pd(pd);
 		return;
 	}
-	l->pd = pd;
-	l->since = jiffies;
-	spin_lock_bh(&rs_pd_lock);
-	list_add_tail(&l->node, &rs_pd_list);
-	spin_unlock_bh(&rs_pd_lock);
 	schedule_delayed_work(&rs_pd_work, RS_PD_LINGER);
 }
 
 static int rs_pd_add_one(struct ib_device *dev)
 {
+	ib_set_client_data(dev, &rs_pd_client, &rs_pd_list);
 	return 0;
 }
 
-/* before the device goes: nothing of it may linger */
+/* before the device goes: nothing of it lingers, now or later */
 static void rs_pd_remove_one(struct ib_device *dev, void *client_data)
 {
+	mutex_lock(&rs_pd_lock);
+	ib_set_client_data(dev, &rs_pd_client, NULL);
+	mutex_unlock(&rs_pd_lock);
 	rs_pd_flush(dev, true);
 }
 

@@ -69,6 +69,7 @@ static const char *const lossy_counters[] = {
 };
 
 #define LOSSY_NCOUNTERS	(sizeof(lossy_counters) / sizeof(lossy_counters[0]))
+#define LOSSY_SEND_ERR	7	/* "send_err" above */
 
 FIXTURE(lossy)
 {
@@ -376,8 +377,17 @@ FIXTURE_TEARDOWN(lossy)
 	}
 	if (self->fd >= 0)
 		close(self->fd);
-	if (!variant->tcp && !rs.tcp)
+	if (!variant->tcp && !rs.tcp) {
 		lossy_counters_report(variant->name, self->cnt);
+		/*
+		 * No packet of ours was refused below IP: rxe takes that
+		 * as a local QP error and kills the QP (a root qdisc grafted
+		 * under it did, docs/lossy-links.md item 8)
+		 */
+		EXPECT_EQ(self->cnt[LOSSY_SEND_ERR],
+			  lossy_counter(lossy_counters[LOSSY_SEND_ERR]))
+			TH_LOG("rxe send_err rose: a local send error");
+	}
 	if (self->keepalive > 0)
 		rs_param_set("keepalive_secs", self->keepalive);
 	/* $RS_OUT/lossy-<case>.trace: what the module saw */

@@ -39,6 +39,8 @@ KDIR	?= $(shell scripts/kernels kdir $(KVER) 2>/dev/null || \
 		echo /usr/src/linux-headers-$(KVER))
 KBUILD_IN = scripts/kernels exec $(KVER) --
 BUILD	:= $(CURDIR)/build
+# make check builds in parallel, one job a CPU
+JOBS	?= $(shell nproc)
 KSRC_TAR ?= /usr/src/linux-source-6.1.tar.xz
 KSRC	:= $(BUILD)/ksrc
 KSFT_DIR := $(KSRC)/tools/testing/selftests
@@ -97,13 +99,14 @@ unit:
 # "Results").
 RS_CHECK_LINES ?= 6.1 newest:switch
 check: deps
-	$(MAKE) all unit deb
+	$(MAKE) -j$(JOBS) all unit
+	$(MAKE) deb
 	$(if $(filter command line,$(origin KVER)),RS_VM_KVER=$(KVER) scripts/check,scripts/check-kernels --run "$(RS_CHECK_LINES)")
 
 # make check-kernels: make check on each kernel line (5.10, 6.1, 6.12,
 # 7.x); make module-kernels: only the W=1 warning-free module builds
 check-kernels: deps
-	$(MAKE) all unit
+	$(MAKE) -j$(JOBS) all unit
 	scripts/check-kernels
 
 module-kernels: deps

@@ -39,6 +39,9 @@ struct peer {
 	bool half_open;		/* send the REQ only, never complete */
 	unsigned int nrecv;	/* receives to post: 0 means SLOTS */
 	bool rnr7;		/* ask the module to retry RNR for ever */
+	uint8_t ack_timeout;	/* our QP's ACK timeout exponent (4.096 us
+				 * << n), so that a write the module's QP
+				 * never answers fails soon; 0: rdma_cm's */
 	char *target;		/* our memory for the module to write into */
 	struct ibv_mr *tmr;
 };
@@ -102,6 +105,10 @@ static inline int peer_connect(struct peer *p, const struct sockaddr_in *sin,
 	    cm_wait(p, RDMA_CM_EVENT_ADDR_RESOLVED) ||
 	    rdma_resolve_route(p->id, 2000) ||
 	    cm_wait(p, RDMA_CM_EVENT_ROUTE_RESOLVED))
+		return -1;
+	if (p->ack_timeout &&
+	    rdma_set_option(p->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
+			    &p->ack_timeout, sizeof(p->ack_timeout)))
 		return -1;
 	p->pd = ibv_alloc_pd(p->id->verbs);
 	p->cq = ibv_create_cq(p->id->verbs, SLOTS + 16, NULL, NULL, 0);

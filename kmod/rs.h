@@ -38,6 +38,7 @@
 #include "rs_compat.h"
 #include "rs_proto.h"
 #include "rs_adv.h"
+#include "rs_spin.h"
 #include "rs_trace.h"
 
 #define RS_SQ_DEPTH		128	/* send work requests per QP */
@@ -234,6 +235,8 @@ struct rs_stats {
 	u64 local_invs;
 	u64 remote_invs;
 	u64 errors;
+	u64 spin_hits;			/* waits ended by spinning, and */
+	u64 spin_misses;		/* ...that spun, then slept: lock_sock */
 };
 
 struct rs_sock {
@@ -264,6 +267,12 @@ struct rs_sock {
 	struct sockaddr_storage peer_sa;
 	u32 dsmall;			/* direct receives in a row that got
 					 * less than the threshold (lock_sock)
+					 */
+	/* adaptive receive polling (rs_rx_wait(), rs_spin.h) */
+	struct rs_spin spin;		/* lock_sock; read locklessly */
+	u64 rx_wait_ns;			/* the latest wait began (lock_sock) */
+	u64 rx_data_ns;			/* the first ring data after it came
+					 * (under lock)
 					 */
 
 	/* verbs resources, alive while transport is set */
@@ -448,6 +457,7 @@ extern int rs_default_policy;
 extern unsigned int rs_default_threshold;
 extern unsigned int rs_max_send_sge;
 extern int rs_inject_post;
+extern unsigned int rs_spin_max_us;
 
 /* Work request chains, named for fault injection (rs_inject_post). */
 enum rs_chain {

@@ -19,6 +19,22 @@ MODULE_PARM_DESC(family, "socket family number (default "
 /* TCP's bound for TCP_KEEPIDLE and TCP_KEEPINTVL (MAX_TCP_KEEPIDLE) */
 #define RS_KEEPALIVE_MAX	32767
 
+/* Set a uint parameter to val if it is within [min, max]. */
+static int rs_param_set_range(const char *val, const struct kernel_param *kp,
+			      unsigned int min, unsigned int max)
+{
+	unsigned int v;
+	int ret;
+
+	ret = kstrtouint(val, 0, &v);
+	if (ret)
+		return ret;
+	if (v < min || v > max)
+		return -EINVAL;
+	WRITE_ONCE(*(unsigned int *)kp->arg, v);
+	return 0;
+}
+
 /*
  * keepalive_secs is read by every keepalive timer, so every write is
  * checked, at load and at run time: 0 would re-arm the probe timer every
@@ -26,16 +42,7 @@ MODULE_PARM_DESC(family, "socket family number (default "
  */
 static int rs_keepalive_set(const char *val, const struct kernel_param *kp)
 {
-	unsigned int secs;
-	int ret;
-
-	ret = kstrtouint(val, 0, &secs);
-	if (ret)
-		return ret;
-	if (!secs || secs > RS_KEEPALIVE_MAX)
-		return -EINVAL;
-	WRITE_ONCE(*(unsigned int *)kp->arg, secs);
-	return 0;
+	return rs_param_set_range(val, kp, 1, RS_KEEPALIVE_MAX);
 }
 
 static const struct kernel_param_ops rs_keepalive_ops = {
@@ -48,6 +55,29 @@ module_param_cb(keepalive_secs, &rs_keepalive_ops, &rs_keepalive_secs, 0644);
 MODULE_PARM_DESC(keepalive_secs,
 		 "probe interval of SO_KEEPALIVE connections, 1.."
 		 __stringify(RS_KEEPALIVE_MAX) " s (default 15)");
+
+/*
+ * Adaptive receive polling (rs_spin.h): the longest a receive spins before
+ * it sleeps, and only when its socket's recent data came within it. 0
+ * turns it off; SO_BUSY_POLL still spins its fixed time.
+ */
+#define RS_SPIN_MAX_US	10000
+
+static int rs_spin_max_set(const char *val, const struct kernel_param *kp)
+{
+	return rs_param_set_range(val, kp, 0, RS_SPIN_MAX_US);
+}
+
+static const struct kernel_param_ops rs_spin_max_ops = {
+	.set = rs_spin_max_set,
+	.get = param_get_uint,
+};
+
+unsigned int rs_spin_max_us = 200;
+module_param_cb(spin_max_us, &rs_spin_max_ops, &rs_spin_max_us, 0644);
+MODULE_PARM_DESC(spin_max_us,
+		 "adaptive receive polling: longest spin before sleeping, 0.."
+		 __stringify(RS_SPIN_MAX_US) " us, 0 off (default 200)");
 
 int rs_default_policy = RDMASTREAM_POLICY_DYNAMIC;
 module_param_named(policy, rs_default_policy, int, 0644);

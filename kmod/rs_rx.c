@@ -49,6 +49,9 @@ static bool rs_recv_data_locked(struct rs_sock *rs, u32 imm, u32 arrived)
 		rs_ring_sync(&rs->rx, off, len, true);
 	if (!rs_flow_on_data(&rs->flow, len))
 		return false;
+	/* the first data since a receive began to wait: when it came */
+	if (rs->rx_data_ns < READ_ONCE(rs->rx_wait_ns))
+		rs->rx_data_ns = ktime_get_ns();
 	/* our live ADVERTs are overtaken: their receivers go to the ring */
 	rs_drx_on_indirect(&rs->drx, len);
 	return true;
@@ -139,29 +142,32 @@ static bool rs_rx_stop(struct rs_sock *rs, u32 skip)
 }
 
 /*
- * SO_BUSY_POLL (default: sysctl net.core.busy_read): before sleeping,
- * spin up to sk_ll_usec microseconds for the completion that brings data.
- * The completion runs in softirq on any CPU and touches only rs->lock, so
- * spinning under lock_sock() holds nothing it needs. Saves the wake-up and
- * the context switch, which dominate a small round trip.
+ * Spin, without lock_sock(), until there is something to read or error
+ * or EOF to report, the CPU is wanted elsewhere or a signal is pending,
+ * or until (ktime ns) has passed. Returns when it saw something to
+ * report (ktime ns), 0 if it did not. The completion that brings the
+ * data runs in softirq on any CPU and takes only rs->lock; releasing the
+ * socket lock lets a writer on another thread go on meanwhile, as TCP's
+ * busy polling does.
  */
-static bool rs_busy_wait(struct rs_sock *rs, u32 skip)
+static u64 rs_spin_until(struct rs_sock *rs, u32 skip, u64 until)
 {
 	struct sock *sk = &rs->sk;
-	unsigned long start;
+	u64 now, seen = 0;
 
-	if (!sk_can_busy_loop(sk))
-		return false;
-	start = busy_loop_current_time();
+	release_sock(sk);
 	do {
-		if (rs_rx_avail(rs) > skip || READ_ONCE(sk->sk_err) ||
-		    (READ_ONCE(sk->sk_shutdown) & RCV_SHUTDOWN))
-			return true;
+		now = ktime_get_ns();
+		if (rs_rx_stop(rs, skip)) {
+			seen = now;
+			break;
+		}
 		if (need_resched() || signal_pending(current))
 			break;
 		cpu_relax();
-	} while (!sk_busy_loop_timeout(sk, start));
-	return false;
+	} while (now < until);
+	lock_sock(sk);
+	return seen;
 }
 
 static void rs_wait_data(struct rs_sock *rs, long *timeo, u32 skip)
@@ -172,6 +178,60 @@ static void rs_wait_data(struct rs_sock *rs, long *timeo, u32 skip)
 	add_wait_queue(sk_sleep(sk), &wait);
 	sk_wait_event(sk, timeo, rs_rx_stop(rs, skip), &wait);
 	remove_wait_queue(sk_sleep(sk), &wait);
+}
+
+/* After a sleep: when the data came, or now if it did not (yet). */
+static u64 rs_rx_arrival(struct rs_sock *rs, u64 since)
+{
+	u64 at;
+
+	spin_lock_bh(&rs->lock);
+	at = rs->rx_data_ns;
+	spin_unlock_bh(&rs->lock);
+	return at >= since ? at : ktime_get_ns();
+}
+
+/*
+ * Wait for data, error or EOF, up to *timeo. SO_BUSY_POLL (default: sysctl
+ * net.core.busy_read) spins a fixed sk_ll_usec first; without it the
+ * socket spins as long as its recent waits say the data will come soon
+ * (rs_spin.h, module parameter spin_max_us), and sleeps otherwise.
+ * *since is when this receive began to wait (0: now); the caller clears
+ * it once there is something to report, and the delay from *since to
+ * the arrival of the data teaches the estimate.
+ */
+static void rs_rx_wait(struct rs_sock *rs, long *timeo, u32 skip, u64 *since)
+{
+	u32 budget, max = READ_ONCE(rs_spin_max_us) * NSEC_PER_USEC;
+	struct sock *sk = &rs->sk;
+	u64 until, end = 0;
+
+	if (!*since) {
+		*since = ktime_get_ns();
+		WRITE_ONCE(rs->rx_wait_ns, *since);
+	}
+	if (sk_can_busy_loop(sk)) {
+		until = *since + (u64)READ_ONCE(sk->sk_ll_usec) * NSEC_PER_USEC;
+		if (ktime_get_ns() >= until || !rs_spin_until(rs, skip, until))
+			rs_wait_data(rs, timeo, skip);
+		return;
+	}
+	budget = rs_spin_budget(&rs->spin, max);
+	until = *since + budget;
+	if (budget && ktime_get_ns() < until) {
+		end = rs_spin_until(rs, skip, until);
+		if (end)
+			rs->stats.spin_hits++;
+		else
+			rs->stats.spin_misses++;
+	}
+	if (!end) {
+		rs_wait_data(rs, timeo, skip);
+		end = rs_rx_arrival(rs, *since);
+	}
+	/* data came, or it has kept us waiting past the ceiling anyway */
+	if (max && (rs_rx_stop(rs, skip) || end - *since > max))
+		rs_spin_sample(&rs->spin, end - *since, max);
 }
 
 /* Copy up to len bytes at skip past rx_cons; consume them unless peeking. */
@@ -215,7 +275,7 @@ int rs_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 	bool peek = flags & MSG_PEEK;
 	size_t copied = 0, target;
 	u32 avail, skip = 0, n;
-	u64 peek_cons;
+	u64 peek_cons, since = 0;
 	long timeo;
 	int err = 0;
 
@@ -268,6 +328,7 @@ int rs_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 							  1U << 30),
 					   flags, &timeo);
 
+			since = 0;	/* its own wait, not the ring's */
 			if (got > 0) {
 				copied += got;
 				if (copied >= target)
@@ -292,8 +353,9 @@ int rs_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 				continue;
 			}
 		}
-		if (!rs_busy_wait(rs, skip))
-			rs_wait_data(rs, &timeo, skip);
+		rs_rx_wait(rs, &timeo, skip, &since);
+		if (rs_rx_stop(rs, skip))
+			since = 0;
 	}
 out:
 	release_sock(sk);

@@ -148,6 +148,9 @@ void rs_info_fill(struct rs_sock *rs, struct rdmastream_info *info)
 	info->rsi_completions = rs->stats.completions;
 	info->rsi_probes = rs->stats.probes;
 	info->rsi_sq_kicks = rs->stats.kicks;
+	info->rsi_spin_hits = READ_ONCE(rs->stats.spin_hits);
+	info->rsi_spin_misses = READ_ONCE(rs->stats.spin_misses);
+	info->rsi_spin_est_us = READ_ONCE(rs->spin.est_ns) / NSEC_PER_USEC;
 	rs_info_direct(rs, info);
 	spin_unlock_bh(&rs->lock);
 	rs_fb_info(rs, info);

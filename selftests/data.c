@@ -29,10 +29,14 @@ FIXTURE_SETUP(data)
 	rs_pair(_metadata, &self->c, &self->s);
 }
 
+static long long spin_saved = -1;	/* spin_max_us to restore */
+
 FIXTURE_TEARDOWN(data)
 {
 	close(self->c);
 	close(self->s);
+	if (spin_saved >= 0)
+		rs_param_set("spin_max_us", spin_saved);
 }
 
 static size_t env_mib(const char *name, unsigned long def)
@@ -887,6 +891,128 @@ TEST_F(data, busy_poll)
 	EXPECT_EQ(-1, recv(self->s, buf, sizeof(buf), 0));
 	EXPECT_EQ(EAGAIN, errno);
 	EXPECT_LT(rs_now() - t0, 2.0);
+}
+
+struct echo {
+	int fd;
+	int rounds;
+	int err;
+	pthread_t thr;
+};
+
+/* Send back every 64 B message, rounds times. */
+static void *echo_fn(void *arg)
+{
+	struct echo *e = arg;
+	char buf[64];
+	int i;
+
+	for (i = 0; i < e->rounds; i++) {
+		if (recv(e->fd, buf, sizeof(buf), MSG_WAITALL) != sizeof(buf) ||
+		    send(e->fd, buf, sizeof(buf), 0) != sizeof(buf)) {
+			e->err = errno ?: EPROTO;
+			break;
+		}
+	}
+	return NULL;
+}
+
+/* A two-thread 64 B ping-pong over c and s: every byte comes back. */
+static void ping_pong(struct __test_metadata *_metadata, int c, int s,
+		      int rounds)
+{
+	struct echo e = { .fd = s, .rounds = rounds };
+	const char *failed = NULL;
+	char msg[64], buf[64];
+	int i, err = 0;
+
+	ASSERT_EQ(0, pthread_create(&e.thr, NULL, echo_fn, &e));
+	for (i = 0; i < rounds && !failed; i++) {
+		memset(msg, i, sizeof(msg));
+		msg[i % sizeof(msg)] ^= 0x5a;
+		if (send(c, msg, sizeof(msg), 0) != sizeof(msg))
+			failed = "send";
+		else if (recv(c, buf, sizeof(buf), MSG_WAITALL) != sizeof(buf))
+			failed = "recv";
+		else if (memcmp(buf, msg, sizeof(msg)))
+			failed = "the echo differs";
+		if (failed)
+			err = errno;
+	}
+	/* the echo thread may wait for a message that will not come */
+	if (failed)
+		shutdown(c, SHUT_RDWR);
+	pthread_join(e.thr, NULL);
+	ASSERT_EQ(NULL, failed)
+		TH_LOG("round %d: %s: %s", i - 1, failed, strerror(err));
+	ASSERT_EQ(0, e.err) TH_LOG("echo: %s", strerror(e.err));
+}
+
+/*
+ * Adaptive receive polling (module parameter spin_max_us, docs/
+ * performance.md): a receive that has to wait spins, rather than sleeps,
+ * while its socket's data has lately come soon after it began to wait;
+ * an idle socket does not spin at all, and gets back to spinning once
+ * its peer answers quickly again. Every round trip carries its bytes, a
+ * receive with nothing coming still times out, and 0 turns it off. The
+ * counters are RDMA's; over TCP the same calls must simply work.
+ */
+TEST_F_TIMEOUT(data, adaptive_spin, 120)
+{
+	bool counted = !rs.tcp && !rs_fb_forced();
+	struct rdmastream_info si0, si, ci0, ci;
+	char buf[64];
+	double t0;
+	int i;
+
+	if (counted) {
+		spin_saved = rs_param_get("spin_max_us");
+		ASSERT_LE(0, spin_saved) TH_LOG("no parameter spin_max_us");
+		/* a ceiling that TCG's slowest round trips stay within */
+		ASSERT_EQ(0, rs_param_set("spin_max_us", 10000));
+	}
+	/* idle: the first empty wait may spin, the later ones do not */
+	ASSERT_EQ(0, rs_set_timeo(self->s, SO_RCVTIMEO, 50));
+	for (i = 0; i < 4; i++) {
+		if (i == 1 && counted)
+			ASSERT_EQ(sizeof(si0), get_info(self->s, &si0));
+		t0 = rs_now();
+		EXPECT_EQ(-1, recv(self->s, buf, sizeof(buf), 0));
+		EXPECT_EQ(EAGAIN, errno);
+		EXPECT_LT(rs_now() - t0, 2.0);
+	}
+	ASSERT_EQ(0, rs_set_timeo(self->s, SO_RCVTIMEO, 0));
+	if (counted) {
+		ASSERT_EQ(sizeof(si), get_info(self->s, &si));
+		EXPECT_EQ(si0.rsi_spin_misses, si.rsi_spin_misses);
+		EXPECT_EQ(si0.rsi_spin_hits, si.rsi_spin_hits);
+		EXPECT_LT(10000U, si.rsi_spin_est_us);
+		ASSERT_EQ(sizeof(ci0), get_info(self->c, &ci0));
+	}
+	/* quick answers: the waits end by spinning */
+	ping_pong(_metadata, self->c, self->s, 400);
+	if (counted) {
+		ASSERT_EQ(sizeof(ci), get_info(self->c, &ci));
+		ASSERT_EQ(sizeof(si), get_info(self->s, &si));
+		EXPECT_LE(100LL, (long long)(ci.rsi_spin_hits -
+					      ci0.rsi_spin_hits))
+			TH_LOG("client: %llu hits, %llu misses, estimate %u us",
+			       (unsigned long long)ci.rsi_spin_hits,
+			       (unsigned long long)ci.rsi_spin_misses,
+			       ci.rsi_spin_est_us);
+		EXPECT_LT(si0.rsi_spin_hits, si.rsi_spin_hits)
+			TH_LOG("server: no wait ended by spinning");
+		EXPECT_GT(10000U, ci.rsi_spin_est_us);
+		/* off: nothing spins */
+		ASSERT_EQ(0, rs_param_set("spin_max_us", 0));
+		ASSERT_EQ(sizeof(ci0), get_info(self->c, &ci0));
+	}
+	ping_pong(_metadata, self->c, self->s, 100);
+	if (counted) {
+		ASSERT_EQ(sizeof(ci), get_info(self->c, &ci));
+		EXPECT_EQ(ci0.rsi_spin_hits, ci.rsi_spin_hits);
+		EXPECT_EQ(ci0.rsi_spin_misses, ci.rsi_spin_misses);
+	}
 }
 
 TEST_F(data, info)

@@ -318,6 +318,33 @@ TEST(trace_events)
 /* ---- module parameters ---- */
 
 /*
+ * Writes of a bounded parameter outside its bounds fail with EINVAL and
+ * change nothing; good is the largest value it takes.
+ */
+static void param_bounds(struct __test_metadata *_metadata, const char *name,
+			 const char * const *bad, size_t nbad, long good)
+{
+	char old[32], val[32];
+	long was;
+	size_t i;
+
+	was = rs_param_get(name);
+	ASSERT_LE(0, was) TH_LOG("cannot read %s", name);
+	for (i = 0; i < nbad; i++) {
+		EXPECT_EQ(EINVAL, rs_param_write(name, bad[i]))
+			TH_LOG("%s: writing %s", name, bad[i]);
+		EXPECT_EQ(was, rs_param_get(name))
+			TH_LOG("%s: after writing %s", name, bad[i]);
+	}
+	snprintf(val, sizeof(val), "%ld", good);
+	EXPECT_EQ(0, rs_param_write(name, val));
+	EXPECT_EQ(good, rs_param_get(name));
+	snprintf(old, sizeof(old), "%ld", was);
+	EXPECT_EQ(0, rs_param_write(name, old));
+	EXPECT_EQ(was, rs_param_get(name));
+}
+
+/*
  * keepalive_secs can be written at run time; 0 would make every
  * keepalive timer fire each tick, and values beyond TCP's keepalive
  * bound overflow in jiffies. Those writes fail and change nothing.
@@ -326,24 +353,26 @@ TEST(keepalive_param)
 {
 	static const char * const bad[] = { "0", "32768", "4294967295", "-1",
 					    "x" };
-	char old[32];
-	long was;
-	unsigned int i;
 
 	RS_SKIP_TCP("module parameter");
-	was = rs_param_get("keepalive_secs");
-	ASSERT_GT(was, 0) TH_LOG("cannot read keepalive_secs");
-	for (i = 0; i < ARRAY_SIZE(bad); i++) {
-		EXPECT_EQ(EINVAL, rs_param_write("keepalive_secs", bad[i]))
-			TH_LOG("writing %s", bad[i]);
-		EXPECT_EQ(was, rs_param_get("keepalive_secs"))
-			TH_LOG("after writing %s", bad[i]);
-	}
-	EXPECT_EQ(0, rs_param_write("keepalive_secs", "32767"));
-	EXPECT_EQ(32767, rs_param_get("keepalive_secs"));
-	snprintf(old, sizeof(old), "%ld", was);
-	EXPECT_EQ(0, rs_param_write("keepalive_secs", old));
-	EXPECT_EQ(was, rs_param_get("keepalive_secs"));
+	param_bounds(_metadata, "keepalive_secs", bad, ARRAY_SIZE(bad), 32767);
+}
+
+/*
+ * spin_max_us (adaptive receive polling) is read at every wait: 0 turns
+ * it off, more than 10 ms of spinning is refused.
+ */
+TEST(spin_param)
+{
+	static const char * const bad[] = { "10001", "4294967295", "-1", "x" };
+
+	long long was = rs_param_get("spin_max_us");
+
+	RS_SKIP_TCP("module parameter");
+	param_bounds(_metadata, "spin_max_us", bad, ARRAY_SIZE(bad), 10000);
+	EXPECT_EQ(0, rs_param_set("spin_max_us", 0)) TH_LOG("0 turns it off");
+	EXPECT_EQ(0, rs_param_get("spin_max_us"));
+	EXPECT_EQ(0, rs_param_set("spin_max_us", was));
 }
 
 /* ---- device removal ---- */

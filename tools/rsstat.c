@@ -203,6 +203,9 @@ static void print_info(const struct rdmastream_info *i)
 	       (unsigned long long)i->rsi_window_stalls,
 	       (unsigned long long)i->rsi_credit_stalls,
 	       (unsigned long long)i->rsi_errors);
+	printf(" spin_hits:%llu spin_misses:%llu spin_est_us:%u",
+	       (unsigned long long)i->rsi_spin_hits,
+	       (unsigned long long)i->rsi_spin_misses, i->rsi_spin_est_us);
 	printf("%s%s%s%s",
 	       i->rsi_flags & RDMASTREAM_INFO_F_PEER_READY ? " peer_ready" : "",
 	       i->rsi_flags & RDMASTREAM_INFO_F_FIN_SENT ? " fin_sent" : "",

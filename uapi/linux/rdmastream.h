@@ -161,6 +161,14 @@ struct rdmastream_info {
 	/* sizes grow only by appending after this point */
 	__u32	rsi_fallback;		/* RDMASTREAM_FB_*: over TCP, and why */
 	__u32	rsi_pad3;
+	/* adaptive receive polling, sizes grow only by appending after this */
+	__u64	rsi_spin_hits;		/* waits whose data came while spinning */
+	__u64	rsi_spin_misses;	/* waits that spun, then had to sleep */
+	__u32	rsi_spin_est_us;	/* how soon data comes after a wait
+					 * begins (smoothed); spins up to twice
+					 * that, at most spin_max_us
+					 */
+	__u32	rsi_pad4;
 };
 
 #define RDMASTREAM_INFO_F_PEER_READY	(1U << 0) /* peer buffer known */

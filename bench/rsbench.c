@@ -91,6 +91,7 @@
 #define RSB_MODE_BW		'B'
 #define RSB_MODE_CONN		'C'
 #define RSB_MODE_EVAL		'E'
+#define RSB_MODE_IDLE		'I'
 #define RSB_CONN_ACK		'c'
 #define RSB_F_VERIFY		(1u << 0)
 #define RSB_F_SYS		(1u << 1)	/* bw: system-wide CPU, please */
@@ -1317,11 +1318,15 @@ static void *srv_thread(void *arg)
 		       n < 0 ? io_strerror(errno) : "peer closed the connection");
 		goto out;
 	}
-	if (hdr[0] == RSB_MODE_CONN) {
+	if (hdr[0] == RSB_MODE_CONN || hdr[0] == RSB_MODE_IDLE) {
 		uint8_t ack = RSB_CONN_ACK;
 
 		if (write_exact(c->fd, &ack, 1, "conn reply"))
 			goto out;
+		/* idle: hold the connection until the client closes it */
+		while (hdr[0] == RSB_MODE_IDLE &&
+		       read_full(c->fd, &ack, 1) < 0 && errno == EAGAIN)
+			;
 		ret = 0;
 		goto out;
 	}
@@ -2328,6 +2333,100 @@ static int run_conn(const struct sockaddr_storage *ss, socklen_t len)
 }
 
 /* ---------------------------------------------------------------------- */
+/* client: memory of idle connections                                     */
+
+/* A /proc/meminfo field in KiB, or -1. */
+static long long meminfo_kib(const char *field)
+{
+	char line[256];
+	size_t n = strlen(field);
+	long long v = -1;
+	FILE *f = fopen("/proc/meminfo", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, field, n) && line[n] == ':') {
+			v = strtoll(line + n + 1, NULL, 10);
+			break;
+		}
+	fclose(f);
+	return v;
+}
+
+/* rdmastream's ring bytes reserved on this host (module parameter), or -1. */
+static long long rs_ring_bytes(void)
+{
+	long long v = -1;
+	FILE *f = fopen("/sys/module/rdmastream/parameters/mem_used", "r");
+
+	if (!f)
+		return -1;
+	if (fscanf(f, "%lld", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
+/*
+ * -P connections, each established and used for a 1-byte exchange, then
+ * held idle for a second: how much memory (MemAvailable, this host: both
+ * ends when the server runs here too) and, for rdmastream, how many ring
+ * bytes each costs.
+ */
+static int run_idle(const struct sockaddr_storage *ss, socklen_t len)
+{
+	long long m0, m1, r0, r1;
+	int *fds, i, n = 0, ret = 1;
+	uint8_t b;
+
+	fds = calloc(opt.conns, sizeof(*fds));
+	if (!fds)
+		die("out of memory");
+	sleep(1);
+	m0 = meminfo_kib("MemAvailable");
+	r0 = rs_ring_bytes();
+	for (n = 0; n < opt.conns; n++) {
+		b = RSB_MODE_IDLE;
+		fds[n] = client_connect(ss, len);
+		if (fds[n] < 0)
+			goto out;
+		if (write_exact(fds[n], &b, 1, "idle request") ||
+		    read_exact(fds[n], &b, 1, "idle reply")) {
+			close(fds[n]);
+			goto out;
+		}
+		if (b != RSB_CONN_ACK) {
+			errmsg("idle %d: bad reply %#x", n, b);
+			close(fds[n]);
+			goto out;
+		}
+	}
+	sleep(1);
+	m1 = meminfo_kib("MemAvailable");
+	r1 = rs_ring_bytes();
+	if (m0 < 0 || m1 < 0) {
+		errmsg("idle: no MemAvailable in /proc/meminfo");
+		goto out;
+	}
+	human("%s idle: %d connections: %.1f KiB each (MemAvailable %lld -> %lld KiB)",
+	      label(), n, (double)(m0 - m1) / n, m0, m1);
+	if (opt.fam == FAM_RDMASTREAM && r0 >= 0 && r1 >= 0)
+		human(", rings %.1f KiB each", (r1 - r0) / 1024.0 / n);
+	human("\n");
+	csv("idle", 1, n, "mem_per_conn", (double)(m0 - m1) / n, "KiB");
+	if (opt.fam == FAM_RDMASTREAM && r0 >= 0 && r1 >= 0)
+		csv("idle", 1, n, "rings_per_conn", (r1 - r0) / 1024.0 / n,
+		    "KiB");
+	ret = 0;
+out:
+	for (i = 0; i < n; i++)
+		close(fds[i]);
+	free(fds);
+	return ret;
+}
+
+/* ---------------------------------------------------------------------- */
 /* main                                                                   */
 
 static void on_alarm(int sig)
@@ -2355,6 +2454,7 @@ static void __attribute__((noreturn)) usage(int code)
 "       %s -c ADDR [-p PORT] [-f FAMILY] -m bw   [-S SIZE] (-t SECS | -b BYTES) [-P N] [-V]\n"
 "       %s -c ADDR [-p PORT] [-f FAMILY] -m conn [-i N] [-w N] [-t SECS]\n"
 "       %s -c ADDR [-p PORT] [-f FAMILY] -m eval [-S SIZE] [-R N] (-t SECS | -b BYTES)\n"
+"       %s -c ADDR [-p PORT] [-f FAMILY] -m idle [-P N]\n"
 "                  [-d POLICY] [-X BYTES]\n"
 "\n"
 "  -f FAMILY   rdmastream (default), tcp, smc (AF_SMC, SMCPROTO_SMC[6]) or\n"
@@ -2374,13 +2474,16 @@ static void __attribute__((noreturn)) usage(int code)
 "              max(1, R/2) client threads write SIZE-byte chunks; throughput,\n"
 "              CPU per MiB on both ends (process, and system-wide softirq and\n"
 "              kernel threads from /proc), percent of bytes sent direct\n"
+"              idle: -P connections established, 1 byte each way, held idle\n"
+"              1 s: MemAvailable per connection on this host (both ends when\n"
+"              the server runs here), and rdmastream's ring bytes (mem_used)\n"
 "  -S SIZE     message/write size, suffix k/m (default 64; bw default 64k)\n"
 "  -i N        lat iterations (default 10000) / conn connections (default 1000)\n"
 "  -w N        warm-up iterations (default iters/10, at most 1000 lat / 10 conn)\n"
 "  -t SECS     bw duration (default 5); lat/conn: stop early after SECS\n"
 "              (the warm-up has SECS of its own)\n"
 "  -b BYTES    bw: send BYTES in total (split over -P connections) instead of -t\n"
-"  -P N        bw: N parallel connections (default 1)\n"
+"  -P N        bw: N parallel connections (default 1); idle: N connections\n"
 "  -V          bw: verify every byte on the server (costs CPU)\n"
 "  -R N        eval: outstanding receives = receiver threads (1 .. %d, default 1)\n"
 "  -d POLICY   rdmastream: RDMASTREAM_POLICY dynamic, direct(-only) or\n"
@@ -2400,7 +2503,7 @@ static void __attribute__((noreturn)) usage(int code)
 "CSV columns: transport,mode,size,conns,metric,value,unit. MB/s = 10^6 bytes/s.\n"
 "  -m eval prints one row per run instead; -H shows its columns.\n"
 "Exit status: 0 ok, 1 error, 2 usage, 3 deadline exceeded.\n",
-		prog, prog, prog, prog, prog, AF_RDMASTREAM, RSB_DEFAULT_PORT,
+		prog, prog, prog, prog, prog, prog, AF_RDMASTREAM, RSB_DEFAULT_PORT,
 		RSB_MAX_RECVS);
 	exit(code);
 }
@@ -2507,6 +2610,8 @@ int main(int argc, char **argv)
 				opt.mode = RSB_MODE_CONN;
 			else if (!strcmp(optarg, "eval"))
 				opt.mode = RSB_MODE_EVAL;
+			else if (!strcmp(optarg, "idle"))
+				opt.mode = RSB_MODE_IDLE;
 			else {
 				errmsg("unknown mode %s", optarg);
 				usage(2);
@@ -2636,8 +2741,9 @@ int main(int argc, char **argv)
 		errmsg("-P must be 1 .. %d", RSB_MAX_CONNS);
 		usage(2);
 	}
-	if (opt.conns > 1 && opt.mode != RSB_MODE_BW) {
-		errmsg("-P only applies to -m bw");
+	if (opt.conns > 1 && opt.mode != RSB_MODE_BW &&
+	    opt.mode != RSB_MODE_IDLE) {
+		errmsg("-P only applies to -m bw and -m idle");
 		usage(2);
 	}
 	if (opt.iters < 1 || opt.iters > 100000000) {
@@ -2688,6 +2794,9 @@ int main(int argc, char **argv)
 		break;
 	case RSB_MODE_EVAL:
 		ret = run_eval(&ss, len);
+		break;
+	case RSB_MODE_IDLE:
+		ret = run_idle(&ss, len);
 		break;
 	default:
 		ret = run_conn(&ss, len);

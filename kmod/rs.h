@@ -272,7 +272,7 @@ struct rs_sock {
 	struct rs_spin spin;		/* lock_sock; read locklessly */
 	u64 rx_wait_ns;			/* the latest wait began (lock_sock) */
 	u64 rx_data_ns;			/* the first ring data after it came
-					 * (under lock)
+					 * (written under lock, read without)
 					 */
 
 	/* verbs resources, alive while transport is set */

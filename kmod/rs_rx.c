@@ -51,7 +51,7 @@ static bool rs_recv_data_locked(struct rs_sock *rs, u32 imm, u32 arrived)
 		return false;
 	/* the first data since a receive began to wait: when it came */
 	if (rs->rx_data_ns < READ_ONCE(rs->rx_wait_ns))
-		rs->rx_data_ns = ktime_get_ns();
+		WRITE_ONCE(rs->rx_data_ns, ktime_get_ns());
 	/* our live ADVERTs are overtaken: their receivers go to the ring */
 	rs_drx_on_indirect(&rs->drx, len);
 	return true;
@@ -183,11 +183,8 @@ static void rs_wait_data(struct rs_sock *rs, long *timeo, u32 skip)
 /* After a sleep: when the data came, or now if it did not (yet). */
 static u64 rs_rx_arrival(struct rs_sock *rs, u64 since)
 {
-	u64 at;
+	u64 at = READ_ONCE(rs->rx_data_ns);
 
-	spin_lock_bh(&rs->lock);
-	at = rs->rx_data_ns;
-	spin_unlock_bh(&rs->lock);
 	return at >= since ? at : ktime_get_ns();
 }
 
@@ -220,10 +217,13 @@ static void rs_rx_wait(struct rs_sock *rs, long *timeo, u32 skip, u64 *since)
 	until = *since + budget;
 	if (budget && ktime_get_ns() < until) {
 		end = rs_spin_until(rs, skip, until);
+		/* rdmastream_info reads them under rs->lock only */
 		if (end)
-			rs->stats.spin_hits++;
+			WRITE_ONCE(rs->stats.spin_hits,
+				   rs->stats.spin_hits + 1);
 		else
-			rs->stats.spin_misses++;
+			WRITE_ONCE(rs->stats.spin_misses,
+				   rs->stats.spin_misses + 1);
 	}
 	if (!end) {
 		rs_wait_data(rs, timeo, skip);

@@ -87,6 +87,9 @@
 /* LOCAL_INV late: kick the QP after this, then every RS_QP_QUIET */
 #define RS_INV_KICK		(HZ / 10)
 #define RS_DGRACE_MS		10	/* direct-only: wait for an ADVERT */
+#define RS_TX_START		(64U << 10)	/* send ring, unless SO_SNDBUF */
+#define RS_TX_GROW_MAX		(4U << 20)	/* ...grown at most to this */
+#define RS_TX_GROW_RETRY	HZ	/* after a failed allocation */
 /* Work requests a direct transfer may need: WRITEs plus the DIRECT. */
 
 /* Control message types (wire format: docs/wire-format.md). */
@@ -141,18 +144,24 @@ struct rs_cm_pdata {
 	__be32 ring_size;	/* its stream buffer, for information */
 } __packed;
 
+#define RS_RING_SEGS	8	/* MRs per ring, at most */
+
 struct rs_ring {
 	struct page **pages;
 	unsigned int npages;
 	u32 size;
 	void *vaddr;		/* vmap() of pages: contiguous for the CPU */
-	struct sg_table sgt;
-	bool dma_mapped;
+	u32 seg_shift;		/* bytes per MR, log2 (rs_ring_map()) */
+	unsigned int nseg;	/* MRs: size >> seg_shift */
+	unsigned int nmapped;	/* segments DMA-mapped */
+	struct sg_table sgt[RS_RING_SEGS];
 	bool need_sync;		/* the DMA API must be told of hand-offs */
-	struct ib_device *dev;	/* while dma_mapped */
+	struct ib_device *dev;	/* while mapped */
 	enum dma_data_direction dir;
 	dma_addr_t *dma;	/* per page, when need_sync */
-	struct ib_mr *mr;	/* fast-registered: contiguous for the HCA */
+	struct ib_mr *mr[RS_RING_SEGS];	/* fast-registered: each
+					 * segment contiguous for the HCA
+					 */
 };
 
 /* Someone sleeping on the completion of one work request. */
@@ -237,6 +246,7 @@ struct rs_stats {
 	u64 errors;
 	u64 spin_hits;			/* waits ended by spinning, and */
 	u64 spin_misses;		/* ...that spun, then slept: lock_sock */
+	u64 tx_grows;			/* send ring grown (rs_txgrow.c) */
 };
 
 struct rs_sock {
@@ -289,6 +299,11 @@ struct rs_sock {
 	u32 dmax;			/* largest ADVERT, bytes */
 	struct rs_ring rx;		/* the peer writes here */
 	struct rs_ring tx;		/* we copy here and write from here */
+	struct rs_ring tx_new;		/* what tx grows into (rs_txgrow.c):
+					 * the teardown's once posted
+					 */
+	struct rs_wait tx_reg;		/* tx_new's REG_MR */
+	unsigned long tx_grow_next;	/* jiffies: no growth before */
 	struct rs_send *sends;		/* RS_SQ_DEPTH slots */
 	struct rs_ctl *send_msgs;
 	u64 send_msgs_dma;
@@ -325,7 +340,7 @@ struct rs_sock {
 	bool cancel_ack_wanted;		/* CANCEL_ACK to post */
 	bool drained;			/* QP drained: no peer access left */
 	u32 rcvbuf_ring;		/* ring sizes fixed at connect time */
-	u32 sndbuf_ring;
+	u32 sndbuf_ring;		/* 0: autotuned from RS_TX_START */
 
 	); /* conn */
 
@@ -464,6 +479,7 @@ enum rs_chain {
 	RS_CHAIN_ADVERT = 1,	/* LOCAL_INV, REG_MR, ADVERT */
 	RS_CHAIN_ZCOPY = 2,	/* WRITE..., DIRECT */
 	RS_CHAIN_INLINE = 3,	/* inline WRITE, DIRECT */
+	RS_CHAIN_TXGROW = 4,	/* REG_MR of a grown send ring */
 };
 
 extern unsigned long rs_mem_max;
@@ -554,15 +570,24 @@ void rs_mem_uncharge(unsigned long bytes);
 unsigned long rs_ring_bytes(const struct rs_sock *rs, struct ib_device *dev);
 int rs_transport_create(struct rs_sock *rs, struct rdma_cm_id *id);
 int rs_transport_rings(struct rs_sock *rs);
+u32 rs_dev_ring_max(struct ib_device *dev);
+u32 rs_dev_seg_max(struct ib_device *dev);
+u32 rs_tx_start(const struct rs_sock *rs, u32 max);
+void rs_ring_sizes_set(struct rs_sock *rs);
 void rs_transport_destroy(struct rs_sock *rs, struct rdma_cm_id *id);
 void rs_transport_free_rings(struct rs_sock *rs);
 int rs_post_regs(struct rs_sock *rs);
 bool rs_fence(struct rs_sock *rs, int err);
 
+/* rs_txgrow.c */
+bool rs_tx_grow(struct rs_sock *rs);
+
 /* rs_ring.c */
 int rs_ring_alloc(struct rs_ring *r, u32 size);
+void rs_ring_move(struct rs_ring *dst, const struct rs_ring *src, u64 from,
+		  u64 to);
 int rs_ring_map(struct rs_ring *r, struct ib_device *dev, struct ib_pd *pd,
-		enum dma_data_direction dir);
+		enum dma_data_direction dir, u32 seg);
 void rs_ring_unmap(struct rs_ring *r, struct ib_device *dev,
 		   enum dma_data_direction dir);
 void rs_ring_free(struct rs_ring *r);

@@ -479,8 +479,7 @@ static int rs_listen_try(struct socket *sock, int backlog,
 	if (sk->sk_state != TCP_CLOSE || rs->transport || rs->torn ||
 	    rs->listener || rs_fbc(rs))
 		goto out;
-	rs->rcvbuf_ring = sk->sk_rcvbuf;
-	rs->sndbuf_ring = sk->sk_sndbuf;
+	rs_ring_sizes_set(rs);
 	WRITE_ONCE(sk->sk_max_ack_backlog, backlog);
 	/* tlock: device removal may take the id from us */
 	mutex_lock(&rs->tlock);
@@ -637,8 +636,7 @@ static int rs_connect_start(struct rs_sock *rs, struct sockaddr *addr)
 		if (err)
 			goto out;
 	}
-	rs->rcvbuf_ring = sk->sk_rcvbuf;
-	rs->sndbuf_ring = sk->sk_sndbuf;
+	rs_ring_sizes_set(rs);
 	sk->sk_err = 0;
 	rs_set_state(sk, TCP_SYN_SENT);
 	rs_fb_set_dst(rs, addr);

@@ -17,8 +17,8 @@ void rs_ctl_fill(struct rs_sock *rs, struct rs_ctl *m, enum rs_ctl_type type,
 	m->cons = cpu_to_be64(rs->flow.rx_cons);
 	switch (type) {
 	case RS_MSG_SETUP:
-		m->addr = cpu_to_be64(rs->rx.mr->iova);
-		m->rkey = cpu_to_be32(rs->rx.mr->rkey);
+		m->addr = cpu_to_be64(rs->rx.mr[0]->iova);
+		m->rkey = cpu_to_be32(rs->rx.mr[0]->rkey);
 		m->len = cpu_to_be32(rs->rx.size);
 		break;
 	case RS_MSG_FIN:

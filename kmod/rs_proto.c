@@ -42,6 +42,41 @@ u32 rs_ring_size(u64 want, u32 max)
 }
 
 /*
+ * The size to grow the send ring to, at most max, when a writer finds it
+ * full, or 0 to wait for room instead. Two cases are worth memory:
+ *  - the ring is smaller than the peer's stream buffer: it, not the
+ *    window, bounds the bytes in flight, so a bigger one moves more;
+ *  - the peer's full buffer holds the queued bytes back: the application
+ *    may well write a whole request before it reads the reply, as TCP's
+ *    autotuned send buffer lets it (up to 4 MiB by default).
+ * A ring full of bytes in flight into an open window waits: the device,
+ * not the buffer, is what limits that sender.
+ */
+u32 rs_flow_tx_grow_size(const struct rs_flow *f, u32 max)
+{
+	u32 unsent = rs_flow_tx_unsent(f);
+
+	if (f->tx_paused || !f->ready || f->tx_size >= max ||
+	    rs_flow_tx_space(f))
+		return 0;
+	if (f->tx_size < f->peer_size ||
+	    (unsent && rs_flow_peer_space(f) < unsent))
+		return f->tx_size << 1;
+	return 0;
+}
+
+/*
+ * The send ring now has tx_size bytes, and holds the cursors' bytes at
+ * the same offsets modulo the new size (the caller copied them there
+ * while tx_paused kept them from being sent).
+ */
+void rs_flow_tx_resize(struct rs_flow *f, u32 tx_size)
+{
+	RS_STORE_ONCE(&f->tx_size, tx_size);	/* rs_tx_space() reads it */
+	f->max_chunk = rs_min(tx_size / 2, RS_CHUNK_MAX);
+}
+
+/*
  * Credit rule: one slot is held back for messages that return credits, so
  * both sides can never be left without a slot to announce freed slots.
  */
@@ -69,7 +104,7 @@ bool rs_flow_next_chunk(const struct rs_flow *f, struct rs_chunk *c)
 	u32 space = rs_flow_peer_space(f);
 	u32 len;
 
-	if (!unsent || !f->peer_size || !space)
+	if (!unsent || !f->peer_size || !space || f->tx_paused)
 		return false;
 	if (space < unsent && space < f->peer_size / 8)
 		return false;
@@ -105,7 +140,7 @@ enum rs_tx_action rs_flow_next(const struct rs_flow *f, struct rs_chunk *c)
 		return may ? RS_TX_FIN : RS_TX_STALL_CREDIT;
 	if (rs_flow_ack_wanted(f))
 		return may ? RS_TX_ACK : RS_TX_STALL_CREDIT;
-	if (f->ready && rs_flow_tx_unsent(f))
+	if (f->ready && rs_flow_tx_unsent(f) && !f->tx_paused)
 		return RS_TX_STALL_WINDOW;
 	return RS_TX_NONE;
 }

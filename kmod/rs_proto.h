@@ -53,6 +53,9 @@ typedef uint8_t u8;
 #define RS_RING_MIN		(16U << 10)
 #define RS_RING_MAX		(8U << 20)
 
+/* The largest single WRITE: half the send ring, at most this. */
+#define RS_CHUNK_MAX		(256U << 10)
+
 struct rs_flow {
 	/* sending side */
 	u64 tx_head;		/* bytes queued by the application */
@@ -76,6 +79,7 @@ struct rs_flow {
 	bool setup_sent;	/* the peer knows our buffer */
 	bool fin_wanted;	/* the application shut down writing */
 	bool fin_sent;
+	bool tx_paused;		/* no data goes: the send ring is moving */
 };
 
 /* What the sender should post next. */
@@ -100,6 +104,8 @@ void rs_flow_init(struct rs_flow *f, u32 tx_size, u32 rx_size, u32 nr_recv,
 void rs_flow_set_peer(struct rs_flow *f, u32 peer_size, u32 peer_recv);
 
 u32 rs_ring_size(u64 want, u32 max);
+u32 rs_flow_tx_grow_size(const struct rs_flow *f, u32 max);
+void rs_flow_tx_resize(struct rs_flow *f, u32 tx_size);
 
 static inline u32 rs_flow_tx_space(const struct rs_flow *f)
 {

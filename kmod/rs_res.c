@@ -160,20 +160,54 @@ void rs_mem_uncharge(unsigned long bytes)
 	atomic_long_sub(bytes, &rs_mem_used);
 }
 
-/* The largest ring dev can register in one fast-registration MR. */
-static u32 rs_dev_ring_max(struct ib_device *dev)
+/*
+ * The largest power of two of bytes one fast-registration MR of dev maps
+ * with a spare page list entry (rs_mr_pages(): rxe on 6.1 reads past a
+ * full list), up to RS_RING_MAX. rxe allows 512 entries: 1 MiB.
+ */
+u32 rs_dev_seg_max(struct ib_device *dev)
 {
+	u32 n = dev->attrs.max_fast_reg_page_list_len;
+
+	if (n < 2)
+		return PAGE_SIZE;
 	return min_t(u64, RS_RING_MAX,
-		     (u64)dev->attrs.max_fast_reg_page_list_len << PAGE_SHIFT);
+		     (u64)rounddown_pow_of_two(n - 1) << PAGE_SHIFT);
 }
 
-/* Bytes of both rings of a connection of rs on dev. */
+/* The largest ring of one MR: a stream buffer, or a send ring at first. */
+u32 rs_dev_ring_max(struct ib_device *dev)
+{
+	return rs_dev_seg_max(dev);
+}
+
+/*
+ * The send ring a connection starts with: SO_SNDBUF's size when the
+ * application set one (rs_ring_sizes_set()), or RS_TX_START, from which
+ * writers grow it as TCP autotunes its send buffer (rs_txgrow.c).
+ */
+u32 rs_tx_start(const struct rs_sock *rs, u32 max)
+{
+	return rs_ring_size(rs->sndbuf_ring ?: RS_TX_START, max);
+}
+
+/* At listen() and connect(): fixed rings for SO_RCVBUF, SO_SNDBUF. */
+void rs_ring_sizes_set(struct rs_sock *rs)
+{
+	struct sock *sk = &rs->sk;
+
+	rs->rcvbuf_ring = sk->sk_rcvbuf;
+	rs->sndbuf_ring = sk->sk_userlocks & SOCK_SNDBUF_LOCK ?
+			  sk->sk_sndbuf : 0;
+}
+
+/* Bytes of both rings of a connection of rs on dev, as it starts. */
 unsigned long rs_ring_bytes(const struct rs_sock *rs, struct ib_device *dev)
 {
 	u32 max = rs_dev_ring_max(dev);
 
 	return (unsigned long)rs_ring_size(rs->rcvbuf_ring, max) +
-	       rs_ring_size(rs->sndbuf_ring, max);
+	       rs_tx_start(rs, max);
 }
 
 /*
@@ -214,7 +248,7 @@ int rs_transport_create(struct rs_sock *rs, struct rdma_cm_id *id)
 		return -EOPNOTSUPP;
 	rs_dsend_budget(rs, dev);
 	rx_size = rs_ring_size(rs->rcvbuf_ring, max_ring);
-	tx_size = rs_ring_size(rs->sndbuf_ring, max_ring);
+	tx_size = rs_tx_start(rs, max_ring);
 	if (!rs->mem) {
 		if (!rs_mem_charge((unsigned long)rx_size + tx_size))
 			return -ENOBUFS;
@@ -244,7 +278,7 @@ int rs_transport_create(struct rs_sock *rs, struct rdma_cm_id *id)
 		return ret;
 	/* the ring sizes are fixed here; the peer learns them in SETUP */
 	rs_flow_init(&rs->flow, tx_size, rx_size, RS_RQ_DEPTH,
-		     min_t(u32, tx_size / 2, 256U << 10));
+		     min_t(u32, tx_size / 2, RS_CHUNK_MAX));
 	/* both sides post RS_RQ_DEPTH slots (checked in the CM private data) */
 	rs_flow_set_peer(&rs->flow, 0, RS_RQ_DEPTH);
 	return rs_post_recvs(rs);
@@ -273,10 +307,13 @@ int rs_transport_rings(struct rs_sock *rs)
 		rs_mem_uncharge(rs->mem - rs->rx.size - rs->tx.size);
 		rs->mem = (unsigned long)rs->rx.size + rs->tx.size;
 	}
-	ret = rs_ring_map(&rs->rx, rs->dev, rs->pd, DMA_FROM_DEVICE);
+	/* one MR each (rs_dev_ring_max()), which rs_post_regs() registers */
+	ret = rs_ring_map(&rs->rx, rs->dev, rs->pd, DMA_FROM_DEVICE,
+			  rs->rx.size);
 	if (ret)
 		return ret;
-	ret = rs_ring_map(&rs->tx, rs->dev, rs->pd, DMA_TO_DEVICE);
+	ret = rs_ring_map(&rs->tx, rs->dev, rs->pd, DMA_TO_DEVICE,
+			  rs->tx.size);
 	if (ret)
 		return ret;
 	rs_dslots_init(rs);	/* their MRs come with the first ADVERT */
@@ -295,13 +332,13 @@ int rs_post_regs(struct rs_sock *rs)
 		goto out;
 	wr[0].wr.opcode = IB_WR_REG_MR;
 	wr[0].wr.next = &wr[1].wr;
-	wr[0].mr = rs->rx.mr;
-	wr[0].key = rs->rx.mr->rkey;
+	wr[0].mr = rs->rx.mr[0];
+	wr[0].key = rs->rx.mr[0]->rkey;
 	wr[0].access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE;
 	wr[0].wr.wr_cqe = &rs->reg_cqe.cqe;
 	wr[1].wr.opcode = IB_WR_REG_MR;
-	wr[1].mr = rs->tx.mr;
-	wr[1].key = rs->tx.mr->rkey;
+	wr[1].mr = rs->tx.mr[0];
+	wr[1].key = rs->tx.mr[0]->rkey;
 	wr[1].access = IB_ACCESS_LOCAL_WRITE;
 	wr[1].wr.wr_cqe = &rs->reg_cqe.cqe;
 	wr[1].wr.send_flags = IB_SEND_SIGNALED;
@@ -356,6 +393,7 @@ void rs_transport_destroy(struct rs_sock *rs, struct rdma_cm_id *id)
 	rs_dslots_free(rs);
 	rs_ring_unmap(&rs->rx, dev, DMA_FROM_DEVICE);
 	rs_ring_unmap(&rs->tx, dev, DMA_TO_DEVICE);
+	rs_ring_unmap(&rs->tx_new, dev, DMA_TO_DEVICE);
 	rs_slots_free(rs);
 	if (rs->cq)
 		ib_cq_pool_put(rs->cq, rs->cq_size);
@@ -393,6 +431,7 @@ void rs_transport_free_rings(struct rs_sock *rs)
 {
 	rs_ring_free(&rs->rx);
 	rs_ring_free(&rs->tx);
+	rs_ring_free(&rs->tx_new);
 	rs_mem_uncharge(rs->mem);
 	rs->mem = 0;
 }

@@ -101,23 +101,26 @@ void rs_mr_hide_iova(struct ib_mr *mr)
 static int rs_ring_dma_init(struct rs_ring *r)
 {
 	struct scatterlist *sg;
-	unsigned int i, p = 0;
+	unsigned int i, n, p = 0;
 	u32 o;
 
 	if (ib_uses_virt_dma(r->dev))
 		return 0;
-	for_each_sgtable_dma_sg(&r->sgt, sg, i)
-		if (dma_need_sync(r->dev->dma_device, sg_dma_address(sg)))
-			r->need_sync = true;
+	for (n = 0; n < r->nseg; n++)
+		for_each_sgtable_dma_sg(&r->sgt[n], sg, i)
+			if (dma_need_sync(r->dev->dma_device,
+					  sg_dma_address(sg)))
+				r->need_sync = true;
 	if (!r->need_sync)
 		return 0;
 	r->dma = kvcalloc(r->npages, sizeof(*r->dma), GFP_KERNEL);
 	if (!r->dma)
 		return -ENOMEM;
-	for_each_sgtable_dma_sg(&r->sgt, sg, i)
-		for (o = 0; o < sg_dma_len(sg) && p < r->npages;
-		     o += PAGE_SIZE)
-			r->dma[p++] = sg_dma_address(sg) + o;
+	for (n = 0; n < r->nseg; n++)
+		for_each_sgtable_dma_sg(&r->sgt[n], sg, i)
+			for (o = 0; o < sg_dma_len(sg) && p < r->npages;
+			     o += PAGE_SIZE)
+				r->dma[p++] = sg_dma_address(sg) + o;
 	return p == r->npages ? 0 : -EINVAL;
 }
 
@@ -148,65 +151,103 @@ void rs_ring_sync(struct rs_ring *r, u32 off, u32 len, bool for_cpu)
 	}
 }
 
-/* DMA-map the pages and map them into a fresh MR, ready for IB_WR_REG_MR. */
-int rs_ring_map(struct rs_ring *r, struct ib_device *dev, struct ib_pd *pd,
-		enum dma_data_direction dir)
+/* DMA-map segment n and map it into a fresh MR. */
+static int rs_ring_map_seg(struct rs_ring *r, struct ib_pd *pd,
+			   unsigned int n)
 {
-	int ret, n;
+	u32 pages = 1U << (r->seg_shift - PAGE_SHIFT);
+	struct sg_table *sgt = &r->sgt[n];
+	struct ib_mr *mr;
+	int ret;
 
-	ret = sg_alloc_table_from_pages(&r->sgt, r->pages, r->npages, 0,
-					r->size, GFP_KERNEL);
+	ret = sg_alloc_table_from_pages(sgt, r->pages + n * pages, pages, 0,
+					1U << r->seg_shift, GFP_KERNEL);
 	if (ret)
 		return ret;
-	ret = ib_dma_map_sgtable_attrs(dev, &r->sgt, dir, 0);
-	if (ret)
-		goto free_sgt;
-	r->dma_mapped = true;
-	r->dev = dev;
-	r->dir = dir;
-	ret = rs_ring_dma_init(r);
-	if (ret)
-		goto unmap;
-	r->mr = ib_alloc_mr(pd, IB_MR_TYPE_MEM_REG,
-			    rs_mr_pages(dev, r->npages));
-	if (IS_ERR(r->mr)) {
-		ret = PTR_ERR(r->mr);
-		r->mr = NULL;
-		goto unmap;
+	ret = ib_dma_map_sgtable_attrs(r->dev, sgt, r->dir, 0);
+	if (ret) {
+		sg_free_table(sgt);
+		return ret;
 	}
-	n = ib_map_mr_sg(r->mr, r->sgt.sgl, r->sgt.nents, NULL, PAGE_SIZE);
-	if (n != r->sgt.nents) {
-		ret = n < 0 ? n : -EINVAL;
-		goto dereg;
-	}
-	rs_mr_hide_iova(r->mr);
+	r->nmapped++;
+	mr = ib_alloc_mr(pd, IB_MR_TYPE_MEM_REG, rs_mr_pages(r->dev, pages));
+	if (IS_ERR(mr))
+		return PTR_ERR(mr);
+	r->mr[n] = mr;
+	ret = ib_map_mr_sg(mr, sgt->sgl, sgt->nents, NULL, PAGE_SIZE);
+	if (ret != sgt->nents)
+		return ret < 0 ? ret : -EINVAL;
+	rs_mr_hide_iova(mr);
 	return 0;
-dereg:
-	ib_dereg_mr(r->mr);
-	r->mr = NULL;
-unmap:
-	rs_ring_unmap(r, dev, dir);
-	return ret;
-free_sgt:
-	sg_free_table(&r->sgt);
-	return ret;
 }
 
-/* The QP is drained or gone: nothing syncs any more. */
+/*
+ * DMA-map the pages and map them into fresh MRs, ready for IB_WR_REG_MR:
+ * one per seg bytes (a power of two, rs_dev_seg_max()), so a ring may be
+ * larger than one MR can map. A peer writes into one MR, so a stream
+ * buffer is a single segment; the send ring, which only our HCA reads,
+ * may have several (rs_post_chunk() splits its WRITEs' gather lists at
+ * their edges). On failure the caller unmaps what was mapped.
+ */
+int rs_ring_map(struct rs_ring *r, struct ib_device *dev, struct ib_pd *pd,
+		enum dma_data_direction dir, u32 seg)
+{
+	unsigned int n;
+	int ret;
+
+	seg = min(seg, r->size);
+	if (WARN_ON_ONCE(!is_power_of_2(seg) || seg < PAGE_SIZE ||
+			 r->size / seg > RS_RING_SEGS))
+		return -EINVAL;
+	r->dev = dev;
+	r->dir = dir;
+	r->seg_shift = ilog2(seg);
+	r->nseg = r->size / seg;
+	for (n = 0; n < r->nseg; n++) {
+		ret = rs_ring_map_seg(r, pd, n);
+		if (ret)
+			return ret;
+	}
+	return rs_ring_dma_init(r);
+}
+
+/* The QP is drained or gone (or never saw the MRs): nothing syncs now. */
 void rs_ring_unmap(struct rs_ring *r, struct ib_device *dev,
 		   enum dma_data_direction dir)
 {
-	if (r->mr)
-		ib_dereg_mr(r->mr);
-	r->mr = NULL;
-	if (r->dma_mapped) {
-		ib_dma_unmap_sgtable_attrs(dev, &r->sgt, dir, 0);
-		sg_free_table(&r->sgt);
+	unsigned int n;
+
+	for (n = 0; n < RS_RING_SEGS; n++) {
+		if (r->mr[n])
+			ib_dereg_mr(r->mr[n]);
+		r->mr[n] = NULL;
 	}
-	r->dma_mapped = false;
+	for (n = 0; n < r->nmapped; n++) {
+		ib_dma_unmap_sgtable_attrs(dev, &r->sgt[n], dir, 0);
+		sg_free_table(&r->sgt[n]);
+	}
+	r->nmapped = 0;
 	r->need_sync = false;
 	kvfree(r->dma);
 	r->dma = NULL;
+}
+
+/*
+ * Copy the stream bytes [from, to) of src to where they belong in dst (each
+ * at its cursor modulo the ring's size): dst is a grown copy of src.
+ */
+void rs_ring_move(struct rs_ring *dst, const struct rs_ring *src, u64 from,
+		  u64 to)
+{
+	u32 so, d, n;
+
+	while (from < to) {
+		so = (u32)from & (src->size - 1);
+		d = (u32)from & (dst->size - 1);
+		n = min3((u64)(src->size - so), (u64)(dst->size - d), to - from);
+		memcpy(dst->vaddr + d, src->vaddr + so, n);
+		from += n;
+	}
 }
 
 /* Copy len bytes from the user into the ring at off, wrapping at the end. */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Tracepoints of rdmastream: connection states, rdma_cm events, failed
- * completions and posts, aborts, teardowns and pinned pages released. Enable with
+ * completions and posts, aborts, teardowns, pinned pages released and
+ * send rings grown. Enable with
  *	echo 1 > /sys/kernel/tracing/events/rdmastream/enable
  */
 #undef TRACE_SYSTEM
@@ -171,6 +172,21 @@ TRACE_EVENT(rdmastream_pin_release,
 	TP_printk("sk=%p pages=%u fenced=%d drained=%d hca_done=%d",
 		  __entry->sk, __entry->pages, __entry->fenced,
 		  __entry->drained, __entry->hca_done)
+);
+
+/* The send ring grew to size bytes (rs_txgrow.c). */
+TRACE_EVENT(rdmastream_tx_grow,
+	TP_PROTO(const struct sock *sk, u32 size),
+	TP_ARGS(sk, size),
+	TP_STRUCT__entry(
+		__field(const void *, sk)
+		__field(u32, size)
+	),
+	TP_fast_assign(
+		__entry->sk = sk;
+		__entry->size = size;
+	),
+	TP_printk("sk=%p size=%u", __entry->sk, __entry->size)
 );
 
 #endif /* RS_TRACE_H */

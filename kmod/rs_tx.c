@@ -135,33 +135,55 @@ int rs_post_chain(struct rs_sock *rs, struct ib_send_wr *first,
 	return -EIO;
 }
 
-static int rs_post_chunk(struct rs_sock *rs, const struct rs_chunk *c)
+/*
+ * The gather list of len bytes at off in the send ring: a piece per MR
+ * segment it touches (the ring's end is a segment's end too); inline
+ * data, which the CPU copies, only splits at the ring's end. Two entries
+ * at most: *len is cut to what they cover (only a device with very short
+ * page lists makes segments smaller than a chunk).
+ */
+static int rs_tx_sges(const struct rs_ring *tx, u32 off, u32 *len, bool inl,
+		      struct ib_sge *sge)
+{
+	u32 mask = inl ? tx->size - 1 : (1U << tx->seg_shift) - 1;
+	u32 left = *len, in, piece;
+	const struct ib_mr *mr;
+	int n;
+
+	for (n = 0; left && n < 2; n++) {
+		in = off & mask;
+		piece = min(left, mask + 1 - in);
+		if (inl) {
+			sge[n].addr = (uintptr_t)(tx->vaddr + off);
+			sge[n].lkey = 0;
+		} else {
+			mr = tx->mr[off >> tx->seg_shift];
+			sge[n].addr = mr->iova + in;
+			sge[n].lkey = mr->lkey;
+		}
+		sge[n].length = piece;
+		left -= piece;
+		off = (off + piece) & (tx->size - 1);
+	}
+	*len -= left;
+	return n;
+}
+
+static int rs_post_chunk(struct rs_sock *rs, const struct rs_chunk *chunk)
 {
 	struct rs_ring *tx = &rs->tx;
+	struct rs_chunk cut = *chunk, *c = &cut;
 	struct ib_sge sge[2];
 	struct ib_rdma_wr wr = {};
-	u32 first = min(c->len, tx->size - c->local_off);
 	bool inl = c->len <= rs->max_inline;
+	int n = rs_tx_sges(tx, c->local_off, &c->len, inl, sge);
 	/* the last write of a batch is signalled so tx_done catches up */
 	bool last = c->len == rs_flow_tx_unsent(&rs->flow);
-	int i, n = c->len > first ? 2 : 1;
 	u32 credits;
 
 	/* the copy in is done: the HCA's from here (inline: the CPU reads) */
 	if (!inl)
 		rs_ring_sync(tx, c->local_off, c->len, false);
-	for (i = 0; i < n; i++) {
-		u32 off = i ? 0 : c->local_off;
-
-		sge[i].length = i ? c->len - first : first;
-		if (inl) {
-			sge[i].addr = (uintptr_t)(tx->vaddr + off);
-			sge[i].lkey = 0;
-		} else {
-			sge[i].addr = tx->mr->iova + off;
-			sge[i].lkey = tx->mr->lkey;
-		}
-	}
 	credits = rs_flow_take_owed(&rs->flow);
 	wr.wr.opcode = IB_WR_RDMA_WRITE_WITH_IMM;
 	wr.wr.ex.imm_data = cpu_to_be32(rs_imm_encode(c->len, credits));
@@ -364,17 +386,21 @@ void rs_keepalive(struct sock *sk, int on)
 
 /*
  * Free send-ring bytes, without rs->lock: tx_head only moves under
- * lock_sock() in sendmsg, and tx_done only grows, so a stale tx_done
- * merely understates the space.
+ * lock_sock() in sendmsg, and tx_done and tx_size only grow, so a stale
+ * tx_done merely understates the space.
  */
 u32 rs_tx_space(struct rs_sock *rs)
 {
 	const struct rs_flow *f = &rs->flow;
+	u32 used, size;
 	u64 done;
 
 	/* acquire: the HCA is done with the bytes below tx_done */
 	done = smp_load_acquire(&f->tx_done);
-	return f->tx_size - (u32)(READ_ONCE(f->tx_head) - done);
+	used = (u32)(READ_ONCE(f->tx_head) - done);
+	/* a size older than tx_head (the ring just grew) only understates */
+	size = READ_ONCE(f->tx_size);
+	return used < size ? size - used : 0;
 }
 
 /*
@@ -384,7 +410,7 @@ u32 rs_tx_space(struct rs_sock *rs)
  */
 bool rs_tx_poll_writeable(struct rs_sock *rs)
 {
-	if (rs_tx_writeable(rs_tx_space(rs), rs->flow.tx_size))
+	if (rs_tx_writeable(rs_tx_space(rs), READ_ONCE(rs->flow.tx_size)))
 		return true;
 	return rs_policy(rs) != RDMASTREAM_POLICY_INDIRECT_ONLY &&
 	       READ_ONCE(rs->dtx.count) && rs_dsend_ready(rs);
@@ -529,6 +555,9 @@ static long rs_wait_space(struct rs_sock *rs, long *timeo, bool direct)
 			return space;
 		if (direct && rs_dsend_ready(rs))
 			return 0;
+		/* a full ring may grow instead (rs_txgrow.c) */
+		if (rs_tx_grow(rs))
+			continue;
 		/*
 		 * Before EAGAIN too, as TCP: an epoll ET loop waits for the
 		 * edge. Then look again: room that came first gave none.

@@ -1284,4 +1284,111 @@ TEST_F_TIMEOUT(data, close_delivers_small, 60)
 	ASSERT_EQ(0, recv(self->s, &k, 1, 0));
 }
 
+/* ---- send buffer autotuning ---- */
+
+#define REQ_BYTES	(2 * RS_MIB)
+
+static void *request_reader_fn(void *arg)
+{
+	struct rs_xfer *x = arg;
+
+	/* the reader takes its time: the writer must not need it */
+	rs_msleep(1500);
+	return rs_receiver(x);
+}
+
+/*
+ * A program writes a whole 2 MiB request with one blocking send() before
+ * it reads anything back, and its peer reads the request only later: as
+ * over TCP, whose autotuned buffers hold about 2.5 MiB unread here (6.1,
+ * loopback), the send must complete without the peer reading. It
+ * deadlocked when the send ring was fixed at 256 KiB. The send ring grew
+ * to hold it; every byte arrives. Over RDMA, a non-blocking writer can
+ * queue 4 MiB and more unread, and a SO_SNDBUF that the program set keeps
+ * its ring fixed.
+ */
+TEST_F_TIMEOUT(data, unread_request, 120)
+{
+	uint64_t k = rs_key(0, 0, 40);
+	struct rs_xfer rx = { .fd = self->s, .key = k, .total = REQ_BYTES,
+			      .chunk = RS_MIB };
+	struct rs_xfer rx2 = { .key = k, .chunk = RS_MIB }, rx3 = rx2;
+	struct rdmastream_info info, info0;
+	double t0, took;
+	char *buf;
+	ssize_t n;
+	int c, s;
+
+	buf = malloc(REQ_BYTES);
+	ASSERT_NE(NULL, buf);
+	rs_pat_fill(buf, REQ_BYTES, k, 0);
+	settle(_metadata, self->c, self->s);
+	if (!rs.tcp && !rs_fb_forced())
+		ASSERT_EQ(sizeof(info0), get_info(self->c, &info0));
+	/* the peer reads nothing until 1.5 s after the send returned */
+	ASSERT_EQ(0, rs_set_timeo(self->c, SO_SNDTIMEO, 1000));
+	t0 = rs_now();
+	n = send(self->c, buf, REQ_BYTES, 0);
+	took = rs_now() - t0;
+	EXPECT_EQ((ssize_t)REQ_BYTES, n) TH_LOG("send: %zd of %d bytes in %.2f s (%s)",
+				      n, (int)REQ_BYTES, took,
+				      n < 0 ? strerror(errno) : "short");
+	rx.total = n > 0 ? n : 0;
+	ASSERT_EQ(0, rs_xfer_start(&rx, request_reader_fn));
+	rs_xfer_join(&rx);
+	RS_XFER_OK(&rx, "request");
+	/* and the reply comes back */
+	ASSERT_EQ(1, send(self->s, "r", 1, 0));
+	ASSERT_EQ(1, recv(self->c, buf, 1, 0));
+	if (!rs.tcp && !rs_fb_forced()) {
+		ASSERT_EQ(sizeof(info), get_info(self->c, &info));
+		TH_LOG("send ring %u -> %u bytes", info0.rsi_tx_ring,
+		       info.rsi_tx_ring);
+		EXPECT_LT(info0.rsi_tx_ring, 256 * RS_KIB);
+		EXPECT_GE(info.rsi_tx_ring + info.rsi_peer_ring, REQ_BYTES);
+		EXPECT_GE(rs_getint(self->c, SOL_SOCKET, SO_SNDBUF),
+			  (int)info.rsi_tx_ring);
+	}
+	free(buf);
+	if (rs.tcp || rs_fb_forced())
+		return;
+
+	/*
+	 * Non-blocking, until the socket stays full: 4 MiB and more queue
+	 * unread (the issue's mark: TCP's default tcp_wmem maximum)
+	 */
+	rs_pair(_metadata, &c, &s);
+	settle(_metadata, c, s);
+	n = rs_fill_pipe(c, k);
+	ASSERT_EQ(sizeof(info), get_info(c, &info));
+	TH_LOG("%zd bytes queued unread; send ring %u, peer's %u", n,
+	       info.rsi_tx_ring, info.rsi_peer_ring);
+	EXPECT_GE(n, (ssize_t)(4 * RS_MIB));
+	EXPECT_LE(n, (ssize_t)(info.rsi_tx_ring + info.rsi_peer_ring));
+	rx2.fd = s;
+	rx2.total = n;
+	ASSERT_EQ(0, rs_xfer_start(&rx2, rs_receiver));
+	rs_xfer_join(&rx2);
+	RS_XFER_OK(&rx2, "filled");
+	close(c);
+	close(s);
+
+	/* SO_SNDBUF set before connect(): the ring keeps that size */
+	rs_pair_opts(_metadata, &c, &s, 64 * 1024);
+	settle(_metadata, c, s);
+	ASSERT_EQ(sizeof(info0), get_info(c, &info0));
+	n = rs_fill_pipe(c, k);
+	EXPECT_GT(n, 0);
+	ASSERT_EQ(sizeof(info), get_info(c, &info));
+	EXPECT_EQ(info0.rsi_tx_ring, info.rsi_tx_ring);
+	EXPECT_LE(n, (ssize_t)(info.rsi_tx_ring + info.rsi_peer_ring));
+	rx3.fd = s;
+	rx3.total = n;
+	ASSERT_EQ(0, rs_xfer_start(&rx3, rs_receiver));
+	rs_xfer_join(&rx3);
+	RS_XFER_OK(&rx3, "fixed ring");
+	close(c);
+	close(s);
+}
+
 TEST_HARNESS_MAIN

@@ -26,6 +26,9 @@
  * first, second and last position. The call gets an error, the connection is reset, and
  * the trace shows that no pinned page went back before the QP was drained.
  *
+ * txgrow.*: the same for the REG_MRs of a send ring that grows (the first
+ * and the second of the chain); the ring's memory goes back.
+ *
  * memlock: a process whose RLIMIT_MEMLOCK is 0 (and no CAP_IPC_LOCK)
  * pins nothing: its large blocking receives do not advertise and the
  * bytes go through the ring, intact; the same receives as root go
@@ -493,6 +496,95 @@ TEST_F_TIMEOUT(inject, partial_post, 90)
 	if (variant->chain != 3)
 		EXPECT_LE(1, t.released);
 	EXPECT_EQ(0, t.unsafe);
+	free(buf);
+}
+
+/*
+ * The REG_MRs of a grown send ring fail to post (the first of the chain
+ * that grows the ring to 128 KiB; the second of the one that grows it
+ * past one MR, on devices whose MRs map less than the largest ring): the
+ * connection is reset, the sender learns it, and the new ring's memory
+ * goes back once both ends are closed.
+ */
+FIXTURE(txgrow)
+{
+	int c;
+	int s;
+};
+
+FIXTURE_VARIANT(txgrow)
+{
+	int pos;
+};
+
+FIXTURE_VARIANT_ADD(txgrow, first) { .pos = 1 };
+FIXTURE_VARIANT_ADD(txgrow, second) { .pos = 2 };
+
+FIXTURE_SETUP(txgrow)
+{
+	self->c = -1;
+	self->s = -1;
+	if (rs.tcp)
+		return;
+	rs_watchdog(120);
+	ASSERT_NE(NULL, rs_tracefs());
+	ASSERT_EQ(0, rs_trace_write("trace", ""));
+	ASSERT_EQ(0, rs_trace_write("events/rdmastream/enable", "1"));
+	rs_pair(_metadata, &self->c, &self->s);
+}
+
+FIXTURE_TEARDOWN(txgrow)
+{
+	rs_param_set("inject_post", 0);
+	rs_trace_write("events/rdmastream/enable", "0");
+	if (self->c >= 0)
+		close(self->c);
+	if (self->s >= 0)
+		close(self->s);
+}
+
+TEST_F_TIMEOUT(txgrow, post_fails, 90)
+{
+	const size_t len = 8 * RS_MIB;
+	long long used0, used;
+	struct trace_sum t;
+	double end;
+	char *buf;
+	ssize_t n;
+	int err;
+
+	RS_SKIP_TCP("module fault injection");
+	RS_SKIP_FB("RDMA work requests");
+	buf = calloc(1, len);
+	ASSERT_NE(NULL, buf);
+	used0 = rs_param_get("mem_used");
+	ASSERT_GE(used0, 0);
+	ASSERT_EQ(0, rs_set_timeo(self->c, SO_SNDTIMEO, 5000));
+	ASSERT_EQ(0, rs_param_set("inject_post", 400 + variant->pos));
+	/* the peer reads nothing: the ring grows until the post fails */
+	n = send(self->c, buf, len, 0);
+	err = errno;
+	EXPECT_EQ(0, rs_param_get("inject_post")) TH_LOG("nothing failed");
+	if (n >= 0)
+		n = send(self->c, buf, len, 0);
+	EXPECT_EQ(-1, n);
+	err = n < 0 ? errno : err;
+	EXPECT_TRUE(err == ECONNRESET || err == EPIPE)
+		TH_LOG("send: %zd, %s", n, strerror(err));
+	ASSERT_EQ(0, trace_scan(&t));
+	EXPECT_EQ(1, t.post_fail);
+	close(self->c);
+	close(self->s);
+	self->c = self->s = -1;
+	end = rs_now() + 30;
+	do {
+		used = rs_param_get("mem_used");
+		if (used <= used0)
+			break;
+		rs_msleep(100);
+	} while (rs_now() < end);
+	EXPECT_LE(used, used0) TH_LOG("mem_used %lld after, %lld before", used,
+				      used0);
 	free(buf);
 }
 

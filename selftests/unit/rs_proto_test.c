@@ -53,6 +53,8 @@ struct end {
 	u64 read;		/* stream bytes checked by "recvmsg" */
 	u64 limit;		/* stream length for this run */
 	bool fin_rcvd;
+	u32 grow_max;		/* the send ring may grow to this */
+	unsigned int grows;
 };
 
 static bool q_empty(struct queue *q)
@@ -75,6 +77,7 @@ static struct msg q_pop(struct queue *q)
 
 static struct queue wire[2];	/* wire[d]: in flight from end d */
 static struct end ends[2];
+static unsigned long total_grows;
 
 /* Post everything the core allows, as rs_push_locked() does. */
 static int push(int d)
@@ -93,6 +96,8 @@ static int push(int d)
 		memset(&m, 0, sizeof(m));
 		switch (act) {
 		case RS_TX_DATA:
+			if (!CHECK(!f->tx_paused, "data sent while paused"))
+				return -1;
 			m.type = M_DATA;
 			m.len = c.len;
 			m.remote_off = c.remote_off;
@@ -183,12 +188,56 @@ static int complete(int d)
 	return push(d);
 }
 
+/*
+ * rs_tx_grow(): a writer found the ring full and the core wants it bigger.
+ * Pushes pause until nothing is in flight from the old ring (the kernel
+ * waits for a signalled REG_MR of the new ring behind the writes); then
+ * the unsent bytes move to their offsets in the new ring.
+ */
+static int grow_start(int d)
+{
+	struct rs_flow *f = &ends[d].f;
+
+	if (!rs_flow_tx_grow_size(f, ends[d].grow_max))
+		return 0;
+	f->tx_paused = true;
+	return 0;
+}
+
+static int grow_finish(int d)
+{
+	struct end *e = &ends[d];
+	struct rs_flow *f = &e->f;
+	u32 size = f->tx_size << 1;
+	u8 *ring;
+
+	if (!f->tx_paused || f->tx_done != f->tx_sent)
+		return 0;
+	ring = calloc(1, size);
+	for (u64 i = f->tx_sent; i < f->tx_head; i++)
+		ring[i & (size - 1)] = e->tx[i & (f->tx_size - 1)];
+	free(e->tx);
+	e->tx = ring;
+	rs_flow_tx_resize(f, size);
+	if (!CHECK(f->max_chunk <= size / 2 && f->max_chunk <= RS_CHUNK_MAX,
+		   "chunk %u for a ring of %u", f->max_chunk, size))
+		return -1;
+	f->tx_paused = false;
+	e->grows++;
+	return push(d);
+}
+
 static int app_write(int d)
 {
 	struct end *e = &ends[d];
 	struct rs_flow *f = &e->f;
 	u32 n = rs_flow_tx_space(f);
 	u32 want = 1 + rnd(rnd(2) ? 64 : 3 * f->tx_size);
+
+	if (f->tx_paused)
+		return grow_finish(d);
+	if (!n)
+		return grow_start(d);
 
 	if (n > want)
 		n = want;
@@ -253,6 +302,7 @@ static void setup(u32 seed)
 		e->slots_free = nrecv[d];
 		e->limit = rnd(4) ? rnd(rnd(8) ? 1 << 17 : 1 << 20) : rnd(64);
 		e->f.fin_wanted = !e->limit;
+		e->grow_max = rnd(2) ? tx : tx << rnd(5);
 	}
 }
 
@@ -280,7 +330,9 @@ static int step(void)
 	case 3:
 		return q_empty(&e->unprocessed) ? 0 : process(d);
 	case 4:
-		return q_empty(&e->completions) ? 0 : complete(d);
+		if (q_empty(&e->completions))
+			return grow_finish(d);
+		return complete(d);
 	default:
 		/* a burst of network progress keeps runs short */
 		for (int i = 0; i < 8 && !q_empty(&wire[d]); i++)
@@ -306,6 +358,7 @@ static int run_model(u32 seed)
 	}
 	if (getenv("RS_UNIT_VERBOSE"))
 		printf("# seed %u: %d rounds\n", seed, rounds);
+	total_grows += ends[0].grows + ends[1].grows;
 	if (!CHECK(rounds < 5000000, "seed %u: no quiescence (livelock)", seed))
 		return -1;
 	for (int d = 0; d < 2; d++) {
@@ -412,6 +465,58 @@ static int test_window(void)
 	return 0;
 }
 
+/* When a full send ring grows, and what a resize does to the chunks. */
+static int test_grow(void)
+{
+	struct rs_flow f;
+
+	rs_flow_init(&f, 64 << 10, 64 << 10, 16, 32 << 10);
+	rs_flow_set_peer(&f, 256 << 10, 16);
+	f.ready = true;
+	if (!CHECK(!rs_flow_tx_grow_size(&f, 4 << 20), "empty ring grows"))
+		return -1;
+	/* full, all in flight, ring below the peer's window: in flight grows */
+	f.tx_head = f.tx_sent = 64 << 10;
+	if (!CHECK(rs_flow_tx_grow_size(&f, 4 << 20) == 128 << 10,
+		   "in-flight-bound ring does not grow"))
+		return -1;
+	if (!CHECK(!rs_flow_tx_grow_size(&f, 64 << 10), "grows past max"))
+		return -1;
+	f.tx_paused = true;
+	if (!CHECK(!rs_flow_tx_grow_size(&f, 4 << 20), "grows twice at once"))
+		return -1;
+	f.tx_paused = false;
+	/* as big as the window, all in flight: the device limits, no growth */
+	rs_flow_tx_resize(&f, 256 << 10);
+	if (!CHECK(f.max_chunk == 128 << 10, "chunk %u", f.max_chunk))
+		return -1;
+	f.tx_head = f.tx_sent = 256 << 10;
+	if (!CHECK(!rs_flow_tx_grow_size(&f, 4 << 20), "device-bound grows"))
+		return -1;
+	/* the peer read nothing: its window holds the queued bytes back */
+	f.tx_done = f.tx_sent;
+	f.tx_head += 256 << 10;
+	if (!CHECK(rs_flow_tx_grow_size(&f, 4 << 20) == 512 << 10,
+		   "a closed window does not grow the ring"))
+		return -1;
+	/* paused: no data goes, and no window stall is counted */
+	{
+		struct rs_chunk c;
+
+		f.peer_cons = f.tx_sent;
+		f.tx_paused = true;
+		if (!CHECK(rs_flow_next(&f, &c) == RS_TX_NONE, "paused sends"))
+			return -1;
+		f.tx_paused = false;
+		if (!CHECK(rs_flow_next(&f, &c) == RS_TX_DATA, "resumed"))
+			return -1;
+	}
+	rs_flow_tx_resize(&f, 4 << 20);
+	if (!CHECK(f.max_chunk == RS_CHUNK_MAX, "chunk %u", f.max_chunk))
+		return -1;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	u32 cases = 3000;
@@ -424,6 +529,7 @@ int main(int argc, char **argv)
 		{ "imm", test_imm },
 		{ "credits", test_credits },
 		{ "window", test_window },
+		{ "grow", test_grow },
 	};
 
 	if (argc > 1)
@@ -440,6 +546,10 @@ int main(int argc, char **argv)
 
 		for (u32 s = 1; s <= cases && !bad; s++)
 			bad = run_model(s);
+		/* the send ring grew in some runs, and no byte suffered */
+		if (!bad && cases >= 100 && !total_grows)
+			bad = !CHECK(0, "the send ring never grew");
+		printf("# %lu send ring growths\n", total_grows);
 		printf("%s %d random_model (%u cases)\n", bad ? "not ok" : "ok",
 		       ++n, cases);
 		failed += !!bad;

@@ -302,7 +302,11 @@ struct rs_sock {
 	struct rs_ring tx_new;		/* what tx grows into (rs_txgrow.c):
 					 * the teardown's once posted
 					 */
-	struct rs_wait tx_reg;		/* tx_new's REG_MR */
+	struct rs_ring tx_old;		/* what tx grew from: WRITEs may read
+					 * it below tx_old_end
+					 */
+	u64 tx_old_end;
+	u64 tx_old_seq;			/* sq_posted at the swap */
 	unsigned long tx_grow_next;	/* jiffies: no growth before */
 	struct rs_send *sends;		/* RS_SQ_DEPTH slots */
 	struct rs_ctl *send_msgs;
@@ -581,9 +585,11 @@ bool rs_fence(struct rs_sock *rs, int err);
 
 /* rs_txgrow.c */
 bool rs_tx_grow(struct rs_sock *rs);
+void rs_tx_reap(struct rs_sock *rs);
+void rs_tx_sync_done_locked(struct rs_sock *rs, u64 from, u64 to);
 
 /* rs_ring.c */
-int rs_ring_alloc(struct rs_ring *r, u32 size);
+int rs_ring_alloc(struct rs_ring *r, u32 size, gfp_t extra);
 void rs_ring_move(struct rs_ring *dst, const struct rs_ring *src, u64 from,
 		  u64 to);
 int rs_ring_map(struct rs_ring *r, struct ib_device *dev, struct ib_pd *pd,

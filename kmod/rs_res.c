@@ -296,9 +296,9 @@ int rs_transport_rings(struct rs_sock *rs)
 	struct mem_cgroup *old = rs_set_active_memcg(rs->memcg);
 	int ret;
 
-	ret = rs_ring_alloc(&rs->rx, rs->flow.rx_size);
+	ret = rs_ring_alloc(&rs->rx, rs->flow.rx_size, 0);
 	if (!ret)
-		ret = rs_ring_alloc(&rs->tx, rs->flow.tx_size);
+		ret = rs_ring_alloc(&rs->tx, rs->flow.tx_size, 0);
 	rs_set_active_memcg(old);
 	if (ret)
 		return ret;
@@ -394,6 +394,7 @@ void rs_transport_destroy(struct rs_sock *rs, struct rdma_cm_id *id)
 	rs_ring_unmap(&rs->rx, dev, DMA_FROM_DEVICE);
 	rs_ring_unmap(&rs->tx, dev, DMA_TO_DEVICE);
 	rs_ring_unmap(&rs->tx_new, dev, DMA_TO_DEVICE);
+	rs_ring_unmap(&rs->tx_old, dev, DMA_TO_DEVICE);
 	rs_slots_free(rs);
 	if (rs->cq)
 		ib_cq_pool_put(rs->cq, rs->cq_size);
@@ -432,6 +433,7 @@ void rs_transport_free_rings(struct rs_sock *rs)
 	rs_ring_free(&rs->rx);
 	rs_ring_free(&rs->tx);
 	rs_ring_free(&rs->tx_new);
+	rs_ring_free(&rs->tx_old);
 	rs_mem_uncharge(rs->mem);
 	rs->mem = 0;
 }

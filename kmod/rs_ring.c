@@ -17,19 +17,20 @@
 
 #include "rs.h"
 
-int rs_ring_alloc(struct rs_ring *r, u32 size)
+/* extra: more GFP flags (__GFP_NORETRY for a ring that may fail to grow) */
+int rs_ring_alloc(struct rs_ring *r, u32 size, gfp_t extra)
 {
 	unsigned int i;
 
 	memset(r, 0, sizeof(*r));
 	r->npages = size >> PAGE_SHIFT;
 	r->size = size;
-	r->pages = kcalloc(r->npages, sizeof(*r->pages), GFP_KERNEL);
+	r->pages = kcalloc(r->npages, sizeof(*r->pages), GFP_KERNEL | extra);
 	if (!r->pages)
 		return -ENOMEM;
 	for (i = 0; i < r->npages; i++) {
 		r->pages[i] = alloc_page(GFP_KERNEL | __GFP_ACCOUNT |
-					   __GFP_ZERO);
+					 __GFP_ZERO | extra);
 		if (!r->pages[i])
 			goto fail;
 	}

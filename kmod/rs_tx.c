@@ -473,8 +473,7 @@ void rs_send_done(struct ib_cq *cq, struct ib_wc *wc)
 		rs->sq_done = s->seq + 1;
 	if (s->tx_end > rs->flow.tx_done) {
 		/* the HCA is done reading: back to the CPU, then publish */
-		rs_ring_sync(&rs->tx, (u32)rs->flow.tx_done & (rs->tx.size - 1),
-			     (u32)(s->tx_end - rs->flow.tx_done), true);
+		rs_tx_sync_done_locked(rs, rs->flow.tx_done, s->tx_end);
 		/* pairs with the acquire in rs_tx_space() */
 		smp_store_release(&rs->flow.tx_done, s->tx_end);
 	}
@@ -709,6 +708,7 @@ static int rs_send(struct socket *sock, struct msghdr *msg, size_t len,
 	if (flags & MSG_OOB)
 		return -EOPNOTSUPP;
 	lock_sock(sk);
+	rs_tx_reap(rs);		/* a ring it grew from, once unused */
 	timeo = sock_sndtimeo(sk, flags & MSG_DONTWAIT);
 	err = rs_wait_connect(rs, &timeo);
 	if (!err)

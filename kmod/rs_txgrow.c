@@ -8,22 +8,34 @@
  * whole request before it reads the reply, as TCP's autotuning allows).
  * Idle connections keep the small ring.
  *
- * The move, by the writer, under lock_sock() (tx_head stands still):
- *  1. under tlock (no teardown meanwhile): allocate and map the new ring
- *     into rs->tx_new, charged to mem_max and the owner's memory cgroup;
- *  2. under rs->lock: pause pushes (flow.tx_paused) and post the REG_MRs
- *     of the new ring (one per MR: a ring that one MR cannot map has
- *     several), the last signalled. It completes after every WRITE
- *     posted before it, and moves tx_done to tx_sent: its completion
- *     says the HCA is done with the old ring;
- *  3. wait for that, bounded and killable, with lock_sock() released:
- *     other writers may queue more unsent bytes in the old ring;
- *  4. under tlock: copy the unsent bytes [tx_sent, tx_head) to their
- *     offsets in the new ring; swap the rings under rs->lock and resume;
- *  5. unmap and free the old ring: nothing refers to it any more.
- * Once posted, a ring in rs->tx_new that does not become rs->tx is the
- * teardown's: the drain fences its REG_MR before rs_transport_destroy()
- * unmaps it, and rs_transport_free_rings() frees its pages.
+ * The move, by the writer, under lock_sock() (tx_head stands still) and
+ * tlock (no teardown meanwhile), without waiting for the network:
+ *  1. allocate and map the new ring into rs->tx_new, counted in mem_max
+ *     and charged to the owner's memory cgroup (a failure, the cgroup's
+ *     limit included, leaves the ring as it is);
+ *  2. under rs->lock: pause pushes (flow.tx_paused) and post a LOCAL_INV
+ *     and the new ring's REG_MRs (one per MR). WRITEs posted later use
+ *     the new MRs; the send queue runs in order, so they find them
+ *     registered. rxe (6.1) goes back to the oldest unacknowledged
+ *     request when it retransmits and would run a completed REG_MR again,
+ *     which fails and stops the QP; it runs a LOCAL_INV only once every
+ *     request before it has completed, so nothing before the REG_MRs is
+ *     ever sent again (rs_drecv_post_slot() does the same);
+ *  3. copy the unsent bytes [tx_sent, tx_head) to their offsets in the
+ *     new ring: tx_sent stands still while pushes pause;
+ *  4. under rs->lock: swap the rings and resume. The old ring becomes
+ *     rs->tx_old: WRITEs posted before the swap may still read it, up to
+ *     tx_old_end (tx_sent at the swap);
+ *  5. free the old ring once every work request posted before the swap
+ *     has completed (sq_done has reached tx_old_seq): its WRITEs, and
+ *     the LOCAL_INV and REG_MRs that registered it, which rxe may still
+ *     hold behind earlier WRITEs when the ring is replaced in turn. At
+ *     once if nothing was in flight, else at the next send or growth
+ *     (rs_tx_reap()).
+ * A ring in rs->tx_new whose REG_MRs were posted but that never became
+ * rs->tx (the post failed), and a ring in rs->tx_old, are the teardown's:
+ * the drain fences the work requests before rs_transport_destroy()
+ * deregisters them and rs_transport_free_rings() frees the pages.
  */
 #include "rs.h"
 
@@ -34,17 +46,25 @@ static u32 rs_tx_grow_max(struct rs_sock *rs)
 		     (u64)rs_dev_seg_max(rs->dev) * RS_RING_SEGS);
 }
 
+/* Send slots a move needs: the LOCAL_INV and a REG_MR per segment. */
+static u32 rs_tx_grow_wrs(struct rs_sock *rs, u32 size)
+{
+	return 1 + DIV_ROUND_UP(size, rs_dev_seg_max(rs->dev));
+}
+
 /* The size to grow to now, or 0. Under lock_sock(). */
 static u32 rs_tx_grow_size(struct rs_sock *rs)
 {
 	u32 size = 0;
 
-	if (rs->sndbuf_ring || rs->tx_new.vaddr ||
-	    time_before(jiffies, rs->tx_grow_next))
+	if (rs->sndbuf_ring || rs->tx_new.vaddr || rs->tx_old.vaddr ||
+	    (rs->tx_grow_next && time_before(jiffies, rs->tx_grow_next)))
 		return 0;
 	spin_lock_bh(&rs->lock);
 	if (rs->transport && !rs->dead)
 		size = rs_flow_tx_grow_size(&rs->flow, rs_tx_grow_max(rs));
+	if (size && rs_sq_free(rs) < rs_tx_grow_wrs(rs, size))
+		size = 0;	/* the next completion wakes the writer */
 	spin_unlock_bh(&rs->lock);
 	return size;
 }
@@ -59,8 +79,9 @@ static int rs_tx_new_alloc(struct rs_sock *rs, u32 size)
 		return -ECONNABORTED;
 	if (!rs_mem_charge(size))
 		return -ENOBUFS;
+	/* growing is optional: fail rather than reclaim hard or OOM-kill */
 	old = rs_set_active_memcg(rs->memcg);
-	ret = rs_ring_alloc(&rs->tx_new, size);
+	ret = rs_ring_alloc(&rs->tx_new, size, __GFP_NORETRY | __GFP_NOWARN);
 	rs_set_active_memcg(old);
 	if (!ret)
 		ret = rs_ring_map(&rs->tx_new, rs->dev, rs->pd, DMA_TO_DEVICE,
@@ -77,18 +98,23 @@ static int rs_tx_new_alloc(struct rs_sock *rs, u32 size)
 }
 
 /*
- * Step 2, under tlock: 0 once the REG_MR is posted and pushes pause;
- * -EAGAIN when it could not be (no send slot, or the connection died):
- * the ring is still ours; -EIO when the device refused it: the
+ * Step 2, under tlock: 0 once the work requests are posted and pushes
+ * pause; -EAGAIN when they could not be (no send slot, or the connection
+ * died): the ring is still ours; -EIO when the device refused them: the
  * connection is aborted and the ring is the teardown's.
  */
 static int rs_tx_new_post(struct rs_sock *rs)
 {
 	struct ib_reg_wr wr[RS_RING_SEGS] = {};
 	struct rs_ring *r = &rs->tx_new;
+	struct ib_send_wr inv = {};
 	unsigned int i;
 	int ret = -EAGAIN;
 
+	inv.opcode = IB_WR_LOCAL_INV;
+	inv.ex.invalidate_rkey = r->mr[0]->rkey;
+	inv.next = &wr[0].wr;
+	ib_update_fast_reg_key(r->mr[0], ib_inc_rkey(r->mr[0]->rkey));
 	for (i = 0; i < r->nseg; i++) {
 		wr[i].wr.opcode = IB_WR_REG_MR;
 		wr[i].wr.next = i + 1 < r->nseg ? &wr[i + 1].wr : NULL;
@@ -97,52 +123,36 @@ static int rs_tx_new_post(struct rs_sock *rs)
 		wr[i].access = IB_ACCESS_LOCAL_WRITE;
 	}
 	spin_lock_bh(&rs->lock);
-	if (!rs->dead && rs_sq_free(rs) >= r->nseg) {
-		ret = rs_post_chain(rs, &wr[0].wr, &rs->tx_reg,
-				    RS_CHAIN_TXGROW);
+	if (!rs->dead && rs_sq_free(rs) > r->nseg) {
+		ret = rs_post_chain(rs, &inv, NULL, RS_CHAIN_TXGROW);
 		rs->flow.tx_paused = !ret;
 	}
 	spin_unlock_bh(&rs->lock);
 	return ret;
 }
 
-/* Not posted: the ring is ours to release. Under tlock. */
-static void rs_tx_new_drop(struct rs_sock *rs)
+/* A ring that the HCA cannot reach (any more): unmap, free, uncharge. */
+static void rs_tx_ring_release(struct rs_sock *rs, struct rs_ring *r)
 {
-	u32 size = rs->tx_new.size;
+	u32 size = r->size;
 
-	rs_ring_unmap(&rs->tx_new, rs->dev, DMA_TO_DEVICE);
-	rs_ring_free(&rs->tx_new);
-	memset(&rs->tx_new, 0, sizeof(rs->tx_new));
+	rs_ring_unmap(r, rs->dev, DMA_TO_DEVICE);
+	rs_ring_free(r);
+	memset(r, 0, sizeof(*r));
 	rs->mem -= size;
 	rs_mem_uncharge(size);
 }
 
-/*
- * Steps 4 and 5, under tlock and lock_sock(): the REG_MR completed, so
- * the HCA is done with the old ring and pushes are still paused. False
- * when the move cannot end (the REG_MR failed, or the connection died
- * before it completed): the new ring is the teardown's.
- */
-static bool rs_tx_swap(struct rs_sock *rs)
+/* Steps 3 and 4, under tlock and lock_sock(), pushes paused. */
+static void rs_tx_swap(struct rs_sock *rs)
 {
-	struct rs_ring old;
-	bool ok;
-
-	spin_lock_bh(&rs->lock);
-	ok = rs->transport && rs->tx_reg.done &&
-	     rs->tx_reg.status == IB_WC_SUCCESS &&
-	     !WARN_ON_ONCE(rs->flow.tx_done != rs->flow.tx_sent);
-	if (!ok)
-		rs->flow.tx_paused = false;
-	spin_unlock_bh(&rs->lock);
-	if (!ok)
-		return false;
 	/* tx_sent cannot move while paused, nor tx_head without lock_sock */
-	rs_ring_move(&rs->tx_new, &rs->tx, rs->flow.tx_sent,
+	rs_ring_move(&rs->tx_new, &rs->tx, READ_ONCE(rs->flow.tx_sent),
 		     READ_ONCE(rs->flow.tx_head));
 	spin_lock_bh(&rs->lock);
-	old = rs->tx;
+	rs->tx_old = rs->tx;
+	rs->tx_old_end = rs->flow.tx_sent;
+	rs->tx_old_seq = rs->sq_posted;
 	rs->tx = rs->tx_new;
 	memset(&rs->tx_new, 0, sizeof(rs->tx_new));
 	rs_flow_tx_resize(&rs->flow, rs->tx.size);
@@ -153,60 +163,91 @@ static bool rs_tx_swap(struct rs_sock *rs)
 	/* getsockopt(SO_SNDBUF) reports the autotuned size, as TCP's */
 	if (READ_ONCE(rs->sk.sk_sndbuf) < (int)rs->tx.size)
 		WRITE_ONCE(rs->sk.sk_sndbuf, rs->tx.size);
-	rs_ring_unmap(&old, rs->dev, DMA_TO_DEVICE);
-	rs_ring_free(&old);
-	rs->mem -= old.size;
-	rs_mem_uncharge(old.size);
-	return true;
+}
+
+/*
+ * Step 5: free the old ring once no work request can use it any more.
+ * Under tlock (the teardown may have unmapped it already: then it leaves
+ * the pages to rs_transport_free_rings()).
+ */
+static void rs_tx_reap_tlocked(struct rs_sock *rs)
+{
+	struct rs_ring old = {};
+
+	spin_lock_bh(&rs->lock);
+	if (rs->transport && rs->sq_done >= rs->tx_old_seq) {
+		old = rs->tx_old;
+		memset(&rs->tx_old, 0, sizeof(rs->tx_old));
+	}
+	spin_unlock_bh(&rs->lock);
+	if (old.vaddr)
+		rs_tx_ring_release(rs, &old);
+}
+
+/* At a send: the old ring of an earlier move, once it may go. */
+void rs_tx_reap(struct rs_sock *rs)
+{
+	if (likely(!rs->tx_old.vaddr))
+		return;
+	mutex_lock(&rs->tlock);
+	rs_tx_reap_tlocked(rs);
+	mutex_unlock(&rs->tlock);
 }
 
 /*
  * A writer found the send ring full: grow it if that helps (see the top
  * of this file). True when it grew; false when the writer should wait
- * for room as before. Under lock_sock(), which it drops while the REG_MR
- * runs. A timed-out wait means a wedged QP: the connection is aborted. A
- * killed writer leaves the move unfinished and pushes resumed; the new
- * ring then stays with the teardown, and the ring grows no further.
+ * for room as before. Under lock_sock(); it never sleeps on the network,
+ * so non-blocking senders grow too.
  */
 bool rs_tx_grow(struct rs_sock *rs)
 {
-	u32 size = rs_tx_grow_size(rs);
-	bool grown = false;
-	long left;
+	u32 size;
 	int ret;
 
+	rs_tx_reap(rs);
+	size = rs_tx_grow_size(rs);
 	if (!size)
 		return false;
 	mutex_lock(&rs->tlock);
-	if (rs_tx_new_alloc(rs, size)) {
-		rs->tx_grow_next = jiffies + RS_TX_GROW_RETRY;
-		mutex_unlock(&rs->tlock);
-		return false;
+	ret = rs_tx_new_alloc(rs, size);
+	if (!ret) {
+		ret = rs_tx_new_post(rs);
+		if (ret == -EAGAIN)
+			rs_tx_ring_release(rs, &rs->tx_new);
 	}
-	ret = rs_tx_new_post(rs);
-	if (ret == -EAGAIN)
-		rs_tx_new_drop(rs);
+	if (!ret) {
+		rs_tx_swap(rs);
+		rs_tx_reap_tlocked(rs);
+	} else {
+		rs->tx_grow_next = jiffies + RS_TX_GROW_RETRY;
+	}
 	mutex_unlock(&rs->tlock);
 	if (ret)
 		return false;
+	trace_rdmastream_tx_grow(&rs->sk, rs->tx.size);
+	rs_write_space(&rs->sk);
+	return true;
+}
 
-	left = rs_dwait_progress(rs, READ_ONCE(rs->tx_reg.done),
-				 RS_DRAIN_TIMEOUT);
-	mutex_lock(&rs->tlock);
-	if (READ_ONCE(rs->tx_reg.done)) {
-		grown = rs_tx_swap(rs);
-	} else {
-		spin_lock_bh(&rs->lock);
-		if (!left)
-			rs_abort_locked(rs, ETIMEDOUT);
-		rs->flow.tx_paused = false;
-		rs_push_locked(rs);
-		spin_unlock_bh(&rs->lock);
+/*
+ * The HCA is done with the send ring's bytes [from, to): hand them back
+ * to the CPU, in the old ring below tx_old_end. Under rs->lock.
+ */
+void rs_tx_sync_done_locked(struct rs_sock *rs, u64 from, u64 to)
+{
+	struct rs_ring *r;
+	u64 end;
+
+	while (from < to) {
+		r = &rs->tx;
+		end = to;
+		if (rs->tx_old.vaddr && from < rs->tx_old_end) {
+			r = &rs->tx_old;
+			end = min(to, rs->tx_old_end);
+		}
+		rs_ring_sync(r, (u32)from & (r->size - 1), (u32)(end - from),
+			     true);
+		from = end;
 	}
-	mutex_unlock(&rs->tlock);
-	if (grown) {
-		trace_rdmastream_tx_grow(&rs->sk, rs->flow.tx_size);
-		rs_write_space(&rs->sk);
-	}
-	return grown;
 }

@@ -26,8 +26,8 @@
  * first, second and last position. The call gets an error, the connection is reset, and
  * the trace shows that no pinned page went back before the QP was drained.
  *
- * txgrow.*: the same for the REG_MRs of a send ring that grows (the first
- * and the second of the chain); the ring's memory goes back.
+ * txgrow.*: the same for the chain that registers a send ring that grows
+ * (LOCAL_INV, REG_MRs); the ring's memory goes back.
  *
  * memlock: a process whose RLIMIT_MEMLOCK is 0 (and no CAP_IPC_LOCK)
  * pins nothing: its large blocking receives do not advertise and the
@@ -500,11 +500,10 @@ TEST_F_TIMEOUT(inject, partial_post, 90)
 }
 
 /*
- * The REG_MRs of a grown send ring fail to post (the first of the chain
- * that grows the ring to 128 KiB; the second of the one that grows it
- * past one MR, on devices whose MRs map less than the largest ring): the
- * connection is reset, the sender learns it, and the new ring's memory
- * goes back once both ends are closed.
+ * The chain that registers a grown send ring (LOCAL_INV, then a REG_MR
+ * per MR) fails to post at its first or second work request, the first
+ * time the ring grows: the connection is reset, the sender learns it,
+ * and the new ring's memory goes back once both ends are closed.
  */
 FIXTURE(txgrow)
 {

@@ -306,7 +306,10 @@ struct rs_sock {
 					 * it below tx_old_end
 					 */
 	u64 tx_old_end;
-	u64 tx_old_seq;			/* sq_posted at the swap */
+	u64 tx_old_seq;			/* sq_posted after its successor's
+					 * REG_MRs (rs_tx_reapable())
+					 */
+	struct rs_wait tx_reg;		/* ...the last of them, signalled */
 	unsigned long tx_grow_next;	/* jiffies: no growth before */
 	struct rs_send *sends;		/* RS_SQ_DEPTH slots */
 	struct rs_ctl *send_msgs;
@@ -585,6 +588,18 @@ bool rs_fence(struct rs_sock *rs, int err);
 
 /* rs_txgrow.c */
 bool rs_tx_grow(struct rs_sock *rs);
+
+/*
+ * The send ring grew and the ring it replaced can go: every work request
+ * that may use it has completed. Read locklessly too (a writer's wait,
+ * poll): the writer that frees it holds lock_sock().
+ */
+static inline bool rs_tx_reapable(const struct rs_sock *rs)
+{
+	return READ_ONCE(rs->tx_old.vaddr) &&
+	       READ_ONCE(rs->sq_done) >= READ_ONCE(rs->tx_old_seq);
+}
+
 void rs_tx_reap(struct rs_sock *rs);
 void rs_tx_sync_done_locked(struct rs_sock *rs, u64 from, u64 to);
 

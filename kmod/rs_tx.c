@@ -412,6 +412,9 @@ bool rs_tx_poll_writeable(struct rs_sock *rs)
 {
 	if (rs_tx_writeable(rs_tx_space(rs), READ_ONCE(rs->flow.tx_size)))
 		return true;
+	/* the ring it grew from can go: a send may grow it again */
+	if (rs_tx_reapable(rs))
+		return true;
 	return rs_policy(rs) != RDMASTREAM_POLICY_INDIRECT_ONLY &&
 	       READ_ONCE(rs->dtx.count) && rs_dsend_ready(rs);
 }
@@ -450,7 +453,7 @@ void rs_send_done(struct ib_cq *cq, struct ib_wc *wc)
 	struct rs_send *s = container_of(wc->wr_cqe, struct rs_send, cqe);
 	struct rs_sock *rs = s->rs;
 	struct rs_writers w;
-	bool writable;
+	bool writable, reapable;
 
 	spin_lock(&rs->lock);
 	if (s->wait) {
@@ -466,11 +469,12 @@ void rs_send_done(struct ib_cq *cq, struct ib_wc *wc)
 	}
 	rs->stats.completions++;
 	rs_writers_snap_locked(rs, &w);
+	reapable = rs_tx_reapable(rs);
 	rs->sq_progress = jiffies;
 	if (rs->probe_out && s->seq >= rs->probe_seq)
 		rs->probe_out = false;
 	if (s->seq + 1 > rs->sq_done)
-		rs->sq_done = s->seq + 1;
+		WRITE_ONCE(rs->sq_done, s->seq + 1);	/* rs_tx_reapable() */
 	if (s->tx_end > rs->flow.tx_done) {
 		/* the HCA is done reading: back to the CPU, then publish */
 		rs_tx_sync_done_locked(rs, rs->flow.tx_done, s->tx_end);
@@ -481,7 +485,8 @@ void rs_send_done(struct ib_cq *cq, struct ib_wc *wc)
 		rs->fin_done = true;
 	rs_push_locked(rs);
 	rs_maybe_finish_locked(rs);
-	writable = rs_writers_wake_locked(rs, &w);
+	writable = rs_writers_wake_locked(rs, &w) ||
+		   (!reapable && rs_tx_reapable(rs));	/* it may grow again */
 	spin_unlock(&rs->lock);
 	if (s->fin)		/* a lingering close() waits for it */
 		rs_wake(&rs->sk, RS_POLLOUT);
@@ -572,7 +577,7 @@ static long rs_wait_space(struct rs_sock *rs, long *timeo, bool direct)
 		add_wait_queue(sk_sleep(sk), &wait);
 		rs_nospace(sk);
 		sk_wait_event(sk, timeo, rs_tx_space(rs) ||
-			      rs_send_error(rs) ||
+			      rs_send_error(rs) || rs_tx_reapable(rs) ||
 			      (direct && rs_dsend_ready(rs)), &wait);
 		remove_wait_queue(sk_sleep(sk), &wait);
 	}

@@ -26,12 +26,15 @@
  *  4. under rs->lock: swap the rings and resume. The old ring becomes
  *     rs->tx_old: WRITEs posted before the swap may still read it, up to
  *     tx_old_end (tx_sent at the swap);
- *  5. free the old ring once every work request posted before the swap
- *     has completed (sq_done has reached tx_old_seq): its WRITEs, and
- *     the LOCAL_INV and REG_MRs that registered it, which rxe may still
- *     hold behind earlier WRITEs when the ring is replaced in turn. At
- *     once if nothing was in flight, else at the next send or growth
- *     (rs_tx_reap()).
+ *  5. free the old ring once every work request posted up to the chain
+ *     has completed (sq_done has reached tx_old_seq; the chain's last
+ *     REG_MR is signalled, and only ACKs and probes, which read no ring,
+ *     can follow it before the swap): the old ring's WRITEs, and the
+ *     LOCAL_INV and REG_MRs that registered it, which rxe may still hold
+ *     behind earlier WRITEs when the ring is replaced in turn. At once if
+ *     nothing was in flight, else at the next send or growth
+ *     (rs_tx_reap()); the completion that allows it wakes writers
+ *     (rs_tx_reapable()), since the ring may then grow again.
  * A ring in rs->tx_new whose REG_MRs were posted but that never became
  * rs->tx (the post failed), and a ring in rs->tx_old, are the teardown's:
  * the drain fences the work requests before rs_transport_destroy()
@@ -57,14 +60,16 @@ static u32 rs_tx_grow_size(struct rs_sock *rs)
 {
 	u32 size = 0;
 
-	if (rs->sndbuf_ring || rs->tx_new.vaddr || rs->tx_old.vaddr ||
+	/* SO_SNDBUF, before connect() or after, ends autotuning (TCP's too) */
+	if (rs->sndbuf_ring || (rs->sk.sk_userlocks & SOCK_SNDBUF_LOCK) ||
+	    rs->tx_new.vaddr || rs->tx_old.vaddr ||
 	    (rs->tx_grow_next && time_before(jiffies, rs->tx_grow_next)))
 		return 0;
 	spin_lock_bh(&rs->lock);
 	if (rs->transport && !rs->dead)
 		size = rs_flow_tx_grow_size(&rs->flow, rs_tx_grow_max(rs));
 	if (size && rs_sq_free(rs) < rs_tx_grow_wrs(rs, size))
-		size = 0;	/* the next completion wakes the writer */
+		size = 0;	/* the writer waits for room, as before */
 	spin_unlock_bh(&rs->lock);
 	return size;
 }
@@ -124,8 +129,10 @@ static int rs_tx_new_post(struct rs_sock *rs)
 	}
 	spin_lock_bh(&rs->lock);
 	if (!rs->dead && rs_sq_free(rs) > r->nseg) {
-		ret = rs_post_chain(rs, &inv, NULL, RS_CHAIN_TXGROW);
+		/* signalled: its completion lets the ring it replaces go */
+		ret = rs_post_chain(rs, &inv, &rs->tx_reg, RS_CHAIN_TXGROW);
 		rs->flow.tx_paused = !ret;
+		rs->tx_old_seq = rs->sq_posted;
 	}
 	spin_unlock_bh(&rs->lock);
 	return ret;
@@ -152,7 +159,6 @@ static void rs_tx_swap(struct rs_sock *rs)
 	spin_lock_bh(&rs->lock);
 	rs->tx_old = rs->tx;
 	rs->tx_old_end = rs->flow.tx_sent;
-	rs->tx_old_seq = rs->sq_posted;
 	rs->tx = rs->tx_new;
 	memset(&rs->tx_new, 0, sizeof(rs->tx_new));
 	rs_flow_tx_resize(&rs->flow, rs->tx.size);
@@ -175,7 +181,7 @@ static void rs_tx_reap_tlocked(struct rs_sock *rs)
 	struct rs_ring old = {};
 
 	spin_lock_bh(&rs->lock);
-	if (rs->transport && rs->sq_done >= rs->tx_old_seq) {
+	if (rs->transport && rs_tx_reapable(rs)) {
 		old = rs->tx_old;
 		memset(&rs->tx_old, 0, sizeof(rs->tx_old));
 	}

@@ -247,6 +247,7 @@ struct rs_stats {
 	u64 spin_hits;			/* waits ended by spinning, and */
 	u64 spin_misses;		/* ...that spun, then slept: lock_sock */
 	u64 tx_grows;			/* send ring grown (rs_txgrow.c) */
+	u64 tx_shrinks;			/* ...and given back under pressure */
 };
 
 struct rs_sock {
@@ -600,7 +601,7 @@ static inline bool rs_tx_reapable(const struct rs_sock *rs)
 	       READ_ONCE(rs->sq_done) >= READ_ONCE(rs->tx_old_seq);
 }
 
-void rs_tx_reap(struct rs_sock *rs);
+void rs_tx_tune(struct rs_sock *rs);
 void rs_tx_sync_done_locked(struct rs_sock *rs, u64 from, u64 to);
 
 /* rs_ring.c */

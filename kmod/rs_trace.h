@@ -2,7 +2,7 @@
 /*
  * Tracepoints of rdmastream: connection states, rdma_cm events, failed
  * completions and posts, aborts, teardowns, pinned pages released and
- * send rings grown. Enable with
+ * send rings resized. Enable with
  *	echo 1 > /sys/kernel/tracing/events/rdmastream/enable
  */
 #undef TRACE_SYSTEM
@@ -174,8 +174,8 @@ TRACE_EVENT(rdmastream_pin_release,
 		  __entry->drained, __entry->hca_done)
 );
 
-/* The send ring grew to size bytes (rs_txgrow.c). */
-TRACE_EVENT(rdmastream_tx_grow,
+/* The send ring grew, or shrank back, to size bytes (rs_txgrow.c). */
+TRACE_EVENT(rdmastream_tx_resize,
 	TP_PROTO(const struct sock *sk, u32 size),
 	TP_ARGS(sk, size),
 	TP_STRUCT__entry(

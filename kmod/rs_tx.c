@@ -386,8 +386,11 @@ void rs_keepalive(struct sock *sk, int on)
 
 /*
  * Free send-ring bytes, without rs->lock: tx_head only moves under
- * lock_sock() in sendmsg, and tx_done and tx_size only grow, so a stale
- * tx_done merely understates the space.
+ * lock_sock() in sendmsg, and tx_done only grows, so a stale tx_done
+ * merely understates the space. tx_size changes under lock_sock() too:
+ * a caller that holds it (sendmsg) sees the truth; poll may see a size
+ * just given back (rs_tx_tune(): the ring was empty) and report
+ * EPOLLOUT once where the send then waits.
  */
 u32 rs_tx_space(struct rs_sock *rs)
 {
@@ -713,7 +716,7 @@ static int rs_send(struct socket *sock, struct msghdr *msg, size_t len,
 	if (flags & MSG_OOB)
 		return -EOPNOTSUPP;
 	lock_sock(sk);
-	rs_tx_reap(rs);		/* a ring it grew from, once unused */
+	rs_tx_tune(rs);		/* a ring it grew from, once unused */
 	timeo = sock_sndtimeo(sk, flags & MSG_DONTWAIT);
 	err = rs_wait_connect(rs, &timeo);
 	if (!err)

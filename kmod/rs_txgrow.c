@@ -6,7 +6,9 @@
  * bigger one helps: a ring smaller than the peer's window, or a peer
  * whose full buffer holds the queued bytes back (a program that writes a
  * whole request before it reads the reply, as TCP's autotuning allows).
- * Idle connections keep the small ring.
+ * Idle connections keep the small ring. While ring memory is scarce
+ * (rs_mem_pressure()), rings do not grow, and a grown ring that is empty
+ * at a send goes back to RS_TX_START (rs_tx_tune(), the same move).
  *
  * The move, by the writer, under lock_sock() (tx_head stands still) and
  * tlock (no teardown meanwhile), without waiting for the network:
@@ -33,7 +35,7 @@
  *     LOCAL_INV and REG_MRs that registered it, which rxe may still hold
  *     behind earlier WRITEs when the ring is replaced in turn. At once if
  *     nothing was in flight, else at the next send or growth
- *     (rs_tx_reap()); the completion that allows it wakes writers
+ *     (rs_tx_tune()); the completion that allows it wakes writers
  *     (rs_tx_reapable()), since the ring may then grow again.
  * A ring in rs->tx_new whose REG_MRs were posted but that never became
  * rs->tx (the post failed), and a ring in rs->tx_old, are the teardown's:
@@ -55,6 +57,18 @@ static u32 rs_tx_grow_wrs(struct rs_sock *rs, u32 size)
 	return 1 + DIV_ROUND_UP(size, rs_dev_seg_max(rs->dev));
 }
 
+/*
+ * Ring memory is scarce: the rings of all connections take more than
+ * three quarters of mem_max (as tcp_mem's pressure threshold lies below
+ * its limit). Send rings then neither grow nor stay grown.
+ */
+static bool rs_mem_pressure(void)
+{
+	return atomic_long_read(&rs_mem_used) >
+	       (long)(min_t(unsigned long, READ_ONCE(rs_mem_max), LONG_MAX) /
+		      4 * 3);
+}
+
 /* The size to grow to now, or 0. Under lock_sock(). */
 static u32 rs_tx_grow_size(struct rs_sock *rs)
 {
@@ -63,7 +77,8 @@ static u32 rs_tx_grow_size(struct rs_sock *rs)
 	/* SO_SNDBUF, before connect() or after, ends autotuning (TCP's too) */
 	if (rs->sndbuf_ring || (rs->sk.sk_userlocks & SOCK_SNDBUF_LOCK) ||
 	    rs->tx_new.vaddr || rs->tx_old.vaddr ||
-	    (rs->tx_grow_next && time_before(jiffies, rs->tx_grow_next)))
+	    (rs->tx_grow_next && time_before(jiffies, rs->tx_grow_next)) ||
+	    rs_mem_pressure())
 		return 0;
 	spin_lock_bh(&rs->lock);
 	if (rs->transport && !rs->dead)
@@ -163,7 +178,6 @@ static void rs_tx_swap(struct rs_sock *rs)
 	memset(&rs->tx_new, 0, sizeof(rs->tx_new));
 	rs_flow_tx_resize(&rs->flow, rs->tx.size);
 	rs->flow.tx_paused = false;
-	rs->stats.tx_grows++;
 	rs_push_locked(rs);
 	spin_unlock_bh(&rs->lock);
 	/* getsockopt(SO_SNDBUF) reports the autotuned size, as TCP's */
@@ -190,31 +204,14 @@ static void rs_tx_reap_tlocked(struct rs_sock *rs)
 		rs_tx_ring_release(rs, &old);
 }
 
-/* At a send: the old ring of an earlier move, once it may go. */
-void rs_tx_reap(struct rs_sock *rs)
-{
-	if (likely(!rs->tx_old.vaddr))
-		return;
-	mutex_lock(&rs->tlock);
-	rs_tx_reap_tlocked(rs);
-	mutex_unlock(&rs->tlock);
-}
-
 /*
- * A writer found the send ring full: grow it if that helps (see the top
- * of this file). True when it grew; false when the writer should wait
- * for room as before. Under lock_sock(); it never sleeps on the network,
- * so non-blocking senders grow too.
+ * Move the send ring to a new one of size bytes (steps 1-5). Under
+ * lock_sock(); false when it could not be done now.
  */
-bool rs_tx_grow(struct rs_sock *rs)
+static bool rs_tx_move(struct rs_sock *rs, u32 size)
 {
-	u32 size;
 	int ret;
 
-	rs_tx_reap(rs);
-	size = rs_tx_grow_size(rs);
-	if (!size)
-		return false;
 	mutex_lock(&rs->tlock);
 	ret = rs_tx_new_alloc(rs, size);
 	if (!ret) {
@@ -231,7 +228,61 @@ bool rs_tx_grow(struct rs_sock *rs)
 	mutex_unlock(&rs->tlock);
 	if (ret)
 		return false;
-	trace_rdmastream_tx_grow(&rs->sk, rs->tx.size);
+	trace_rdmastream_tx_resize(&rs->sk, rs->tx.size);
+	return true;
+}
+
+/* An empty grown ring, under pressure: back to RS_TX_START. */
+static bool rs_tx_shrink_wanted(struct rs_sock *rs)
+{
+	bool want;
+
+	if (rs->sndbuf_ring || rs->tx_new.vaddr || rs->tx_old.vaddr ||
+	    (rs->tx_grow_next && time_before(jiffies, rs->tx_grow_next)) ||
+	    !rs_mem_pressure())
+		return false;
+	spin_lock_bh(&rs->lock);
+	want = rs->transport && !rs->dead &&
+	       rs->flow.tx_head == rs->flow.tx_done &&
+	       rs_sq_free(rs) >= rs_tx_grow_wrs(rs, RS_TX_START);
+	spin_unlock_bh(&rs->lock);
+	return want;
+}
+
+/*
+ * At a send: free the ring of an earlier move once it may go, and give
+ * back a grown ring that is empty while ring memory is scarce (TCP
+ * moderates its send buffer under memory pressure too).
+ */
+void rs_tx_tune(struct rs_sock *rs)
+{
+	if (likely(!rs->tx_old.vaddr && rs->tx.size <= RS_TX_START))
+		return;
+	if (rs->tx_old.vaddr) {
+		mutex_lock(&rs->tlock);
+		rs_tx_reap_tlocked(rs);
+		mutex_unlock(&rs->tlock);
+	}
+	if (rs->tx.size > RS_TX_START && rs_tx_shrink_wanted(rs) &&
+	    rs_tx_move(rs, RS_TX_START))
+		rs->stats.tx_shrinks++;
+}
+
+/*
+ * A writer found the send ring full: grow it if that helps (see the top
+ * of this file). True when it grew; false when the writer should wait
+ * for room as before. Under lock_sock(); it never sleeps on the network,
+ * so non-blocking senders grow too.
+ */
+bool rs_tx_grow(struct rs_sock *rs)
+{
+	u32 size;
+
+	rs_tx_tune(rs);
+	size = rs_tx_grow_size(rs);
+	if (!size || !rs_tx_move(rs, size))
+		return false;
+	rs->stats.tx_grows++;
 	rs_write_space(&rs->sk);
 	return true;
 }

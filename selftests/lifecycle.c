@@ -12,7 +12,8 @@
  *            the process connects or accepts;
  *  mem_max   the module's ring-memory limit refuses connections cleanly
  *            (connect() ENOBUFS, a listener rejects: ECONNREFUSED) and
- *            connections work again once others have closed;
+ *            connections work again once others have closed; under
+ *            pressure a grown send ring goes back to 64 KiB;
  *  orphans   beyond max_orphans, close() with unsent data resets the
  *            connection instead of leaving it to linger;
  *  uffd      a recv() blocked in its copy to a userfaultfd page that is
@@ -473,9 +474,14 @@ TEST_F_TIMEOUT(memcg, rings_charged, 120)
 	do {
 		rs_msleep(200);
 		m2 = cg_read(cg_dir, "memory.current");
-	} while (m1 - m2 < ring * 9 / 10 && rs_now() < end);
+	} while (m1 - m2 < ring * 3 / 4 && rs_now() < end);
 	rs_info("memcg: memory.current %lld after close", m2);
-	EXPECT_GE(m1 - m2, ring * 9 / 10);
+	/*
+	 * the rings' charge goes; a few hundred KiB of other memory charged
+	 * meanwhile (the accepting side's listener stays) may stay: with
+	 * rxe's 1 MiB rings that is more than a tenth of them
+	 */
+	EXPECT_GE(m1 - m2, ring * 3 / 4);
 }
 
 /* ---- global ring memory limit ---- */
@@ -576,6 +582,83 @@ TEST_F_TIMEOUT(mem_max, refuse_and_recover, 120)
 	fd[1] = s;
 	ASSERT_EQ(1, send(c, &b, 1, 0));
 	ASSERT_EQ(1, rs_recv_all(s, &b, 1, 0));
+}
+
+/* The send ring of fd, or -1. */
+static long long tx_ring_of(int fd)
+{
+	struct rdmastream_info info;
+	socklen_t len = sizeof(info);
+
+	if (getsockopt(fd, SOL_RDMASTREAM, RDMASTREAM_INFO, &info, &len))
+		return -1;
+	return info.rsi_tx_ring;
+}
+
+/*
+ * Queue bytes the peer does not read until the socket stays full, then
+ * read them all back intact and wait for the send ring to empty.
+ */
+static ssize_t fill_and_drain(struct __test_metadata *_metadata, int c,
+			      int s, uint64_t key)
+{
+	struct rs_xfer rx = { .fd = s, .key = key, .chunk = RS_MIB };
+	double end;
+	ssize_t n;
+	int v = -1;
+
+	n = rs_fill_pipe(c, key);
+	EXPECT_GT(n, 0);
+	rx.total = n > 0 ? n : 0;
+	EXPECT_EQ(0, rs_xfer_start(&rx, rs_receiver));
+	rs_xfer_join(&rx);
+	RS_XFER_OK(&rx, "drain");
+	end = rs_now() + 10;
+	while (!ioctl(c, SIOCOUTQ, &v) && v && rs_now() < end)
+		rs_msleep(20);
+	EXPECT_EQ(0, v) TH_LOG("SIOCOUTQ %d: the send ring is not empty", v);
+	return n;
+}
+
+/*
+ * Ring memory under pressure (mem_used above three quarters of mem_max):
+ * a send ring that grew goes back to 64 KiB at its socket's next send
+ * and mem_used drops by the difference; rings do not grow meanwhile,
+ * and grow again once the pressure is gone.
+ */
+TEST_F_TIMEOUT(mem_max, grown_ring_shrinks, 120)
+{
+	long long grown, used, after, small;
+	int *fd = self->fd;
+	char b = 'x';
+
+	RS_SKIP_TCP("the module's ring memory limit");
+	need_root(_metadata);
+	self->orig = NEED_PARAM("mem_max");
+	rs_pair(_metadata, &fd[0], &fd[1]);
+	small = tx_ring_of(fd[0]);
+	fill_and_drain(_metadata, fd[0], fd[1], 41);
+	grown = tx_ring_of(fd[0]);
+	rs_info("mem_max: send ring %lld -> %lld", small, grown);
+	ASSERT_GT(grown, small) TH_LOG("the send ring did not grow");
+
+	used = rs_param_get("mem_used");
+	ASSERT_EQ(0, rs_param_set("mem_max", used + used / 4));
+	ASSERT_EQ(1, send(fd[0], &b, 1, 0));
+	ASSERT_EQ(1, rs_recv_all(fd[1], &b, 1, 0));
+	EXPECT_EQ(small, tx_ring_of(fd[0]));
+	after = rs_param_get("mem_used");
+	rs_info("mem_max: under pressure, mem_used %lld -> %lld", used,
+		after);
+	EXPECT_LE(after, used - (grown - small));
+	/* no growth while it lasts: the writer waits for the reader */
+	ASSERT_EQ(0, rs_param_set("mem_max", after + after / 4));
+	fill_and_drain(_metadata, fd[0], fd[1], 42);
+	EXPECT_EQ(small, tx_ring_of(fd[0]));
+
+	ASSERT_EQ(0, rs_param_set("mem_max", self->orig));
+	fill_and_drain(_metadata, fd[0], fd[1], 43);
+	EXPECT_GT(tx_ring_of(fd[0]), small) TH_LOG("no growth after");
 }
 
 /* ---- orphans ---- */

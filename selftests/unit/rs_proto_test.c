@@ -515,6 +515,10 @@ static int test_grow(void)
 	rs_flow_tx_resize(&f, 4 << 20);
 	if (!CHECK(f.max_chunk == RS_CHUNK_MAX, "chunk %u", f.max_chunk))
 		return -1;
+	/* given back under memory pressure: chunks shrink with it */
+	rs_flow_tx_resize(&f, 64 << 10);
+	if (!CHECK(f.max_chunk == 32 << 10, "chunk %u", f.max_chunk))
+		return -1;
 	return 0;
 }
 

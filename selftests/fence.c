@@ -402,6 +402,38 @@ static int trace_scan(struct trace_sum *t)
 	return 0;
 }
 
+/*
+ * The module's trace events, switched on once for the whole binary and
+ * off when it ends, not around every test: each switch patches kernel
+ * text on every CPU (static calls), and under QEMU's TCG that twice left
+ * a vCPU looping on the patch's int3 while the other waited for it (a
+ * soft lockup in make check, in inject.*'s setup).
+ */
+static void trace_events_on(struct __test_metadata *_metadata)
+{
+	char path[256], v = '0';
+	FILE *f;
+
+	ASSERT_NE(NULL, rs_tracefs());
+	snprintf(path, sizeof(path), "%s/events/rdmastream/enable",
+		 rs_tracefs());
+	f = fopen(path, "r");
+	if (f) {
+		v = fgetc(f);
+		fclose(f);
+	}
+	if (v != '1')
+		ASSERT_EQ(0, rs_trace_write("events/rdmastream/enable", "1"));
+	ASSERT_EQ(0, rs_trace_write("trace", ""));
+}
+
+/* The harness's parent exits here once every test has run. */
+static void __attribute__((destructor)) trace_events_off(void)
+{
+	if (rs_tracefs())
+		rs_trace_write("events/rdmastream/enable", "0");
+}
+
 FIXTURE(inject)
 {
 	int c;
@@ -432,16 +464,13 @@ FIXTURE_SETUP(inject)
 	rs_watchdog(120);
 	self->pins = pins_held();
 	ASSERT_LE(0, self->pins);
-	ASSERT_NE(NULL, rs_tracefs());
-	ASSERT_EQ(0, rs_trace_write("trace", ""));
-	ASSERT_EQ(0, rs_trace_write("events/rdmastream/enable", "1"));
+	trace_events_on(_metadata);
 	rs_pair(_metadata, &self->c, &self->s);
 }
 
 FIXTURE_TEARDOWN(inject)
 {
 	rs_param_set("inject_post", 0);
-	rs_trace_write("events/rdmastream/enable", "0");
 	if (self->c >= 0)
 		close(self->c);
 	if (self->s >= 0)
@@ -526,16 +555,13 @@ FIXTURE_SETUP(txgrow)
 	if (rs.tcp)
 		return;
 	rs_watchdog(120);
-	ASSERT_NE(NULL, rs_tracefs());
-	ASSERT_EQ(0, rs_trace_write("trace", ""));
-	ASSERT_EQ(0, rs_trace_write("events/rdmastream/enable", "1"));
+	trace_events_on(_metadata);
 	rs_pair(_metadata, &self->c, &self->s);
 }
 
 FIXTURE_TEARDOWN(txgrow)
 {
 	rs_param_set("inject_post", 0);
-	rs_trace_write("events/rdmastream/enable", "0");
 	if (self->c >= 0)
 		close(self->c);
 	if (self->s >= 0)

@@ -246,8 +246,6 @@ struct rs_stats {
 	u64 errors;
 	u64 spin_hits;			/* waits ended by spinning, and */
 	u64 spin_misses;		/* ...that spun, then slept: lock_sock */
-	u64 tx_grows;			/* send ring grown (rs_txgrow.c) */
-	u64 tx_shrinks;			/* ...and given back under pressure */
 };
 
 struct rs_sock {

@@ -69,14 +69,18 @@ static bool rs_mem_pressure(void)
 		      4 * 3);
 }
 
+/* SO_SNDBUF, set before connect() or after, ends autotuning (TCP's too). */
+static bool rs_tx_autotuned(const struct rs_sock *rs)
+{
+	return !rs->sndbuf_ring && !(rs->sk.sk_userlocks & SOCK_SNDBUF_LOCK);
+}
+
 /* The size to grow to now, or 0. Under lock_sock(). */
 static u32 rs_tx_grow_size(struct rs_sock *rs)
 {
 	u32 size = 0;
 
-	/* SO_SNDBUF, before connect() or after, ends autotuning (TCP's too) */
-	if (rs->sndbuf_ring || (rs->sk.sk_userlocks & SOCK_SNDBUF_LOCK) ||
-	    rs->tx_new.vaddr || rs->tx_old.vaddr ||
+	if (!rs_tx_autotuned(rs) || rs->tx_new.vaddr || rs->tx_old.vaddr ||
 	    (rs->tx_grow_next && time_before(jiffies, rs->tx_grow_next)) ||
 	    rs_mem_pressure())
 		return 0;
@@ -212,7 +216,9 @@ static bool rs_tx_move(struct rs_sock *rs, u32 size)
 {
 	int ret;
 
-	mutex_lock(&rs->tlock);
+	/* a teardown may hold tlock while it drains: SIGKILL ends the wait */
+	if (mutex_lock_killable(&rs->tlock))
+		return false;
 	ret = rs_tx_new_alloc(rs, size);
 	if (!ret) {
 		ret = rs_tx_new_post(rs);
@@ -237,7 +243,7 @@ static bool rs_tx_shrink_wanted(struct rs_sock *rs)
 {
 	bool want;
 
-	if (rs->sndbuf_ring || rs->tx_new.vaddr || rs->tx_old.vaddr ||
+	if (!rs_tx_autotuned(rs) || rs->tx_new.vaddr || rs->tx_old.vaddr ||
 	    (rs->tx_grow_next && time_before(jiffies, rs->tx_grow_next)) ||
 	    !rs_mem_pressure())
 		return false;
@@ -258,14 +264,12 @@ void rs_tx_tune(struct rs_sock *rs)
 {
 	if (likely(!rs->tx_old.vaddr && rs->tx.size <= RS_TX_START))
 		return;
-	if (rs->tx_old.vaddr) {
-		mutex_lock(&rs->tlock);
+	if (rs->tx_old.vaddr && !mutex_lock_killable(&rs->tlock)) {
 		rs_tx_reap_tlocked(rs);
 		mutex_unlock(&rs->tlock);
 	}
-	if (rs->tx.size > RS_TX_START && rs_tx_shrink_wanted(rs) &&
-	    rs_tx_move(rs, RS_TX_START))
-		rs->stats.tx_shrinks++;
+	if (rs->tx.size > RS_TX_START && rs_tx_shrink_wanted(rs))
+		rs_tx_move(rs, RS_TX_START);
 }
 
 /*
@@ -282,7 +286,6 @@ bool rs_tx_grow(struct rs_sock *rs)
 	size = rs_tx_grow_size(rs);
 	if (!size || !rs_tx_move(rs, size))
 		return false;
-	rs->stats.tx_grows++;
 	rs_write_space(&rs->sk);
 	return true;
 }

@@ -39,6 +39,7 @@
 #include "rs_proto.h"
 #include "rs_adv.h"
 #include "rs_spin.h"
+#include "rs_rto.h"
 #include "rs_trace.h"
 
 #define RS_SQ_DEPTH		128	/* send work requests per QP */
@@ -47,8 +48,12 @@
 #define RS_MAX_INLINE		256
 #define RS_RESOLVE_MS		2000
 #define RS_ORPHAN_TIMEOUT	(60 * HZ)
-/* the QP's ack timeout: 4.096 us << 18, 1.07 s (rdma_set_ack_timeout) */
+/*
+ * The QP's ack timeout where the device's retry count is a real budget
+ * (not rxe's "for ever", rs_rtt.c): 4.096 us << 18, 1.07 s, times 7 tries
+ */
 #define RS_ACK_TIMEOUT		18
+#define RS_RETRY_COUNT		6
 #define RS_ACK_TIMEOUT_J	\
 	((unsigned long)((u64)HZ * (4096ULL << RS_ACK_TIMEOUT) / NSEC_PER_SEC) + 1)
 /*
@@ -62,13 +67,16 @@
  * timeouts apart: of two such trains (the probe timer's and a LOCAL_INV
  * wait's) one always leaves a gap longer than an ack timeout.
  */
-#define RS_QP_QUIET		(2 * RS_ACK_TIMEOUT_J + HZ / 4)
+#define rs_qp_quiet(rs)		(2 * ((rs)->ack_j ?: RS_ACK_TIMEOUT_J) + HZ / 4)
 #define RS_PROBE_INTERVAL	HZ	/* a sender stalled: probe, then kick */
+#define RS_RTT_EVERY		(HZ / 10)	/* round trip samples, at most */
 /*
- * A signalled probe with no send completion at all for this long: the QP
- * neither delivers nor fails (rxe can wedge so, docs/lossy-links.md). A
- * healthy QP completes or fails it within its retry budget: 7 tries of
- * ~1.07 s for lost packets plus 7 receiver-not-ready waits of <= 655 ms.
+ * A signalled work request with no send completion at all for this long:
+ * the QP neither delivers nor fails. On rxe, whose QP retries for ever
+ * (rs_rtt.c), this is the connection's time limit for a silent peer; it
+ * also ends a QP that wedged (docs/lossy-links.md). Elsewhere the QP
+ * fails first, within its retry budget: 7 tries of ~1.07 s for lost
+ * packets plus 7 receiver-not-ready waits of <= 655 ms.
  */
 #define RS_WEDGE_TIMEOUT	(20 * HZ)
 #define RS_MAX_SGE		16	/* gather entries per direct WRITE */
@@ -177,6 +185,7 @@ struct rs_send {
 	u64 seq;		/* number of this work request on the QP */
 	u64 tx_end;		/* tx_sent after it (signalled writes) */
 	bool fin;
+	u64 post_ns;		/* a round trip sample: posted then */
 	struct rs_wait *wait;	/* signalled WR a thread waits for */
 	struct rs_ctl *msg;
 	u64 msg_dma;
@@ -283,6 +292,15 @@ struct rs_sock {
 	u64 rx_data_ns;			/* the first ring data after it came
 					 * (written under lock, read without)
 					 */
+	/* the QP's ack timeout and retry count (rs_rtt.c) */
+	u32 base_rtt_us;		/* cached SRTT the timeout came from,
+					 * 0: the peer was new to us
+					 */
+	unsigned long ack_j;		/* ack timeout in jiffies, 0: none */
+	u8 ack_exp;			/* ...as the QP has it: 4.096 us << */
+	u8 qp_retry;			/* 7 on rxe: for ever (rs_rtt.c) */
+	struct rs_rtt rtt;		/* round trips measured (under lock) */
+	unsigned long rtt_next;		/* jiffies: no sample before */
 
 	/* verbs resources, alive while transport is set */
 	bool transport;
@@ -479,6 +497,8 @@ extern unsigned int rs_default_threshold;
 extern unsigned int rs_max_send_sge;
 extern int rs_inject_post;
 extern unsigned int rs_spin_max_us;
+extern unsigned int rs_ack_min;
+extern unsigned int rs_ack_first;
 
 /* Work request chains, named for fault injection (rs_inject_post). */
 enum rs_chain {
@@ -647,6 +667,11 @@ void rs_push_locked(struct rs_sock *rs);
 void rs_send_done(struct ib_cq *cq, struct ib_wc *wc);
 u32 rs_tx_space(struct rs_sock *rs);
 void rs_probe_timer(struct timer_list *t);
+/* rs_rtt.c */
+void rs_ack_choose(struct rs_sock *rs, struct rdma_cm_id *id, int req_retry);
+bool rs_rtt_want_locked(struct rs_sock *rs, const struct ib_send_wr *wr);
+void rs_rtt_done_locked(struct rs_sock *rs, struct rs_send *s);
+void rs_rtt_net_exit(const struct net *net);
 void rs_probe_arm_locked(struct rs_sock *rs, unsigned long delay);
 void rs_kick_locked(struct rs_sock *rs);
 void rs_keepalive(struct sock *sk, int on);

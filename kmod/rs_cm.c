@@ -66,38 +66,45 @@ static bool rs_pdata_ok(const void *data, u8 len)
 }
 
 /*
- * Transport retries: 6, because 7 means "retry forever" to some HCAs (rxe
- * among them) and a dead peer must surface as an error; with the ack
- * timeout below (4.096 us << 18, about 1 s) that takes about 7 s.
- * Receiver-not-ready retries: 6 as well. An honest peer never sends RNR
+ * Transport retries (rs_rtt.c): 7 on rxe, which then retries for ever,
+ * so that a short ack timeout does not turn a short outage into a reset
+ * (the module's watchdog ends a QP that completes nothing for
+ * RS_WEDGE_TIMEOUT); RS_RETRY_COUNT (6) elsewhere, where with the 1.07 s
+ * timeout a dead peer surfaces after about 7 s.
+ * Receiver-not-ready retries: 6. An honest peer never sends RNR
  * (credits), and 7 would again mean forever: a peer that stops posting
  * receives could hold our sends, and the user pages a zero-copy send has
  * pinned, for ever. With 6, the QP fails after at most 7 RNR waits of the
  * peer's choosing (at most 655 ms each by the IB spec).
  */
-#define RS_RETRY_COUNT	6
 #define RS_RNR_RETRY	6
 
 /*
  * The IB CM lets the peer choose our retry counts: the passive side's QP
  * takes both counts from the REQ, the active side's RNR count comes from
- * the REP. A peer asking for 7 ("forever") could stall our sends, and
- * pin user pages, for ever: refuse it (our own ends always ask for 6).
+ * the REP. A peer asking for an RNR count of 7 ("forever") could stall
+ * our sends, and pin user pages, for ever: refuse it (our own ends ask
+ * for 6). A retry count of 7 is seven tries on hardware and "for ever" on
+ * rxe, where our own ends ask for it (rs_rtt.c): a QP that stops
+ * completing is then ended by the module's watchdog (rs_wedged_locked()).
  */
-static bool rs_retries_ok(const struct rdma_conn_param *cp, bool req)
+static bool rs_retries_ok(const struct rdma_conn_param *cp)
 {
-	return cp->rnr_retry_count < 7 && (!req || cp->retry_count < 7);
+	return cp->rnr_retry_count < 7;
 }
 
+/*
+ * The retry count is the REQ's, which both QPs take: 7 on rxe, where it
+ * means "for ever" and the module's watchdog is the bound (rs_rtt.c).
+ */
 static void rs_conn_param(struct rdma_conn_param *cp, struct rs_cm_pdata *p,
-			  struct rdma_cm_id *id)
+			  struct rs_sock *rs)
 {
 	memset(cp, 0, sizeof(*cp));
 	cp->private_data = p;
 	cp->private_data_len = sizeof(*p);
-	cp->retry_count = RS_RETRY_COUNT;
+	cp->retry_count = rs->qp_retry;
 	cp->rnr_retry_count = RS_RNR_RETRY;
-	rdma_set_ack_timeout(id, RS_ACK_TIMEOUT);
 }
 
 /* Detach a child that will never be accepted from its listener. */
@@ -156,7 +163,8 @@ static void rs_route_resolved(struct rs_sock *rs, struct rdma_cm_id *id)
 	ret = rs_transport_create(rs, id);
 	if (!ret) {
 		rs_pdata_fill(&p, rs);
-		rs_conn_param(&cp, &p, id);
+		rs_ack_choose(rs, id, -1);
+		rs_conn_param(&cp, &p, rs);
 		ret = rdma_connect_locked(id, &cp);
 	}
 	if (ret == -ENOMEM || ret == -ENOBUFS || ret == -EPROTONOSUPPORT)
@@ -208,7 +216,7 @@ static void rs_established(struct rs_sock *rs, struct rdma_cm_id *id,
 
 	if (!rs->parent && (!rs_pdata_ok(ev->param.conn.private_data,
 					 ev->param.conn.private_data_len) ||
-			    !rs_retries_ok(&ev->param.conn, false))) {
+			    !rs_retries_ok(&ev->param.conn))) {
 		rs_conn_fail(rs, EPROTO);
 		return;
 	}
@@ -337,7 +345,8 @@ static void rs_admit_undo(struct rs_sock *lrs, unsigned long bytes)
 }
 
 /* Build the child's transport and accept; on failure undo all of it. */
-static int rs_child_accept(struct rs_sock *rs, struct rdma_cm_id *id)
+static int rs_child_accept(struct rs_sock *rs, struct rdma_cm_id *id,
+			   int req_retry)
 {
 	struct rdma_conn_param cp;
 	struct rs_cm_pdata p;
@@ -347,7 +356,8 @@ static int rs_child_accept(struct rs_sock *rs, struct rdma_cm_id *id)
 	ret = rs_transport_create(rs, id);
 	if (!ret) {
 		rs_pdata_fill(&p, rs);
-		rs_conn_param(&cp, &p, id);
+		rs_ack_choose(rs, id, req_retry);
+		rs_conn_param(&cp, &p, rs);
 		ret = rdma_accept(id, &cp);
 	}
 	if (ret) {
@@ -378,7 +388,7 @@ static int rs_conn_request(struct rs_sock *lrs, struct rdma_cm_id *id,
 
 	if (!rs_pdata_ok(ev->param.conn.private_data,
 			 ev->param.conn.private_data_len) ||
-	    !rs_retries_ok(&ev->param.conn, true))
+	    !rs_retries_ok(&ev->param.conn))
 		return rs_reject(id, RS_REJ_VERSION, -EPROTO);
 	bytes = rs_ring_bytes(lrs, id->device);
 	ret = rs_admit(lrs, bytes);
@@ -390,7 +400,7 @@ static int rs_conn_request(struct rs_sock *lrs, struct rdma_cm_id *id,
 		return rs_reject(id, RS_REJ_ERROR, -ENOMEM);
 	}
 	rs->mem = bytes;		/* the child owns the reservation now */
-	ret = rs_child_accept(rs, id);
+	ret = rs_child_accept(rs, id, ev->param.conn.retry_count);
 	if (ret) {
 		sock_put(&rs->sk);	/* the cm id's reference */
 		return rs_reject(id, RS_REJ_ERROR, ret);

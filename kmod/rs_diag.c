@@ -146,6 +146,7 @@ static int __net_init rs_net_init(struct net *net)
 static void __net_exit rs_net_exit(struct net *net)
 {
 	remove_proc_entry("rdmastream_stat", net->proc_net);
+	rs_rtt_net_exit(net);
 }
 
 static struct pernet_operations rs_net_ops = {

@@ -371,7 +371,7 @@ static bool rs_dslot_inv_quiet(struct rs_sock *rs, struct rs_dslot *d)
 /*
  * Take the peer's access away unless its DIRECT already did. The
  * LOCAL_INV normally completes at once; rxe may need a kick (see
- * rs_kick_locked), one soon, then one per RS_QP_QUIET: it also runs only
+ * rs_kick_locked), one soon, then one per rs_qp_quiet(): it also runs only
  * after every earlier work request completed, and on a lossy link those
  * wait for a retransmission that a post delays on 6.10+ rxe (rs.h).
  * Bounded by RS_INV_TIMEOUT and a fatal signal, with
@@ -413,7 +413,7 @@ static int rs_drecv_invalidate(struct rs_sock *rs, struct rs_dslot *d)
 		rs_kick_locked(rs);
 		spin_unlock_bh(&rs->lock);
 		/* (more kicks would hold off rxe's retransmission) */
-		step = RS_QP_QUIET;
+		step = rs_qp_quiet(rs);
 	}
 	spin_lock_bh(&rs->lock);
 	if (d->inv.done && d->inv.status == IB_WC_SUCCESS)

@@ -79,6 +79,35 @@ MODULE_PARM_DESC(spin_max_us,
 		 "adaptive receive polling: longest spin before sleeping, 0.."
 		 __stringify(RS_SPIN_MAX_US) " us, 0 off (default 200)");
 
+/*
+ * The QP ack timeout on devices that retry for ever (rxe, rs_rtt.c), as
+ * exponents: 4.096 us << exp. ack_timeout_min is the floor under what the
+ * measured round trip asks for (12: 16.8 ms, four jiffies at HZ=250);
+ * ack_timeout_first is what a peer with no round trip measured yet gets
+ * (16: 268 ms, enough for a path of 100 ms). New connections only.
+ */
+static int rs_ack_set(const char *val, const struct kernel_param *kp)
+{
+	return rs_param_set_range(val, kp, RS_RTO_EXP_MIN, RS_RTO_EXP_MAX);
+}
+
+static const struct kernel_param_ops rs_ack_ops = {
+	.set = rs_ack_set,
+	.get = param_get_uint,
+};
+
+unsigned int rs_ack_min = 12;
+module_param_cb(ack_timeout_min, &rs_ack_ops, &rs_ack_min, 0644);
+MODULE_PARM_DESC(ack_timeout_min,
+		 "QP ack timeout floor on rxe, 4.096 us << this, "
+		 __stringify(RS_RTO_EXP_MIN) ".." __stringify(RS_RTO_EXP_MAX)
+		 " (default 12)");
+
+unsigned int rs_ack_first = 16;
+module_param_cb(ack_timeout_first, &rs_ack_ops, &rs_ack_first, 0644);
+MODULE_PARM_DESC(ack_timeout_first,
+		 "QP ack timeout on rxe, new peer: 4.096 us << this (default 16)");
+
 int rs_default_policy = RDMASTREAM_POLICY_DYNAMIC;
 module_param_named(policy, rs_default_policy, int, 0644);
 MODULE_PARM_DESC(policy, "transfer policy of new sockets: 0 dynamic (default), 1 direct-only, 2 indirect-only");

@@ -151,6 +151,12 @@ void rs_info_fill(struct rs_sock *rs, struct rdmastream_info *info)
 	info->rsi_spin_hits = READ_ONCE(rs->stats.spin_hits);
 	info->rsi_spin_misses = READ_ONCE(rs->stats.spin_misses);
 	info->rsi_spin_est_us = READ_ONCE(rs->spin.est_ns) / NSEC_PER_USEC;
+	if (rs->ack_exp) {
+		info->rsi_ack_timeout_us = rs_rto_exp_us(rs->ack_exp);
+		info->rsi_retry_count = rs->qp_retry;
+	}
+	info->rsi_rtt_us = rs->rtt.valid ? rs->rtt.srtt_us : 0;
+	info->rsi_base_rtt_us = rs->base_rtt_us;
 	rs_info_direct(rs, info);
 	spin_unlock_bh(&rs->lock);
 	rs_fb_info(rs, info);

@@ -189,6 +189,26 @@ TRACE_EVENT(rdmastream_tx_resize,
 	TP_printk("sk=%p size=%u", __entry->sk, __entry->size)
 );
 
+/* A connection's QP ack timeout (4.096 us << exp) and retry count. */
+TRACE_EVENT(rdmastream_ack_timeout,
+	TP_PROTO(const struct sock *sk, u32 exp, u32 retry, u32 srtt_us),
+	TP_ARGS(sk, exp, retry, srtt_us),
+	TP_STRUCT__entry(
+		__field(const void *, sk)
+		__field(u32, exp)
+		__field(u32, retry)
+		__field(u32, srtt_us)
+	),
+	TP_fast_assign(
+		__entry->sk = sk;
+		__entry->exp = exp;
+		__entry->retry = retry;
+		__entry->srtt_us = srtt_us;
+	),
+	TP_printk("sk=%p exp=%u retry=%u srtt_us=%u", __entry->sk,
+		  __entry->exp, __entry->retry, __entry->srtt_us)
+);
+
 #endif /* RS_TRACE_H */
 
 #undef TRACE_INCLUDE_PATH

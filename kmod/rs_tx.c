@@ -18,6 +18,17 @@ u32 rs_sq_free(const struct rs_sock *rs)
 }
 
 /*
+ * The watchdog (rs_wedged_locked()) measures how long a signalled work
+ * request has waited for a send completion. A post while none is awaited
+ * starts that clock again: the last completion may be long past.
+ */
+static void rs_sq_clock_locked(struct rs_sock *rs)
+{
+	if (rs->sq_done > rs->sq_signaled)
+		rs->sq_progress = jiffies;
+}
+
+/*
  * Post one work request from the next send slot. Every WR carries a cqe,
  * signalled or not, because a flushed WR completes either way.
  */
@@ -25,13 +36,16 @@ int rs_post_slot(struct rs_sock *rs, struct ib_send_wr *wr, bool signal,
 		 bool fin)
 {
 	struct rs_send *s = &rs->sends[rs->sq_posted % RS_SQ_DEPTH];
+	bool sample = rs_rtt_want_locked(rs, wr);
 	int ret;
 
-	if (rs->sq_posted - rs->sq_signaled >= RS_SIGNAL_EVERY)
+	rs_sq_clock_locked(rs);
+	if (rs->sq_posted - rs->sq_signaled >= RS_SIGNAL_EVERY || sample)
 		signal = true;
 	s->seq = rs->sq_posted;
 	s->tx_end = rs->flow.tx_sent;
 	s->fin = fin;
+	s->post_ns = sample ? ktime_get_ns() : 0;
 	s->wait = NULL;
 	wr->wr_cqe = &s->cqe;
 	if (signal) {
@@ -99,12 +113,14 @@ int rs_post_chain(struct rs_sock *rs, struct ib_send_wr *first,
 	u64 seq = rs->sq_posted;
 	int ret;
 
+	rs_sq_clock_locked(rs);
 	for (wr = first; wr; wr = wr->next, seq++) {
 		struct rs_send *s = &rs->sends[seq % RS_SQ_DEPTH];
 
 		s->seq = seq;
 		s->tx_end = rs->flow.tx_sent;
 		s->fin = false;
+		s->post_ns = 0;
 		s->wait = NULL;
 		wr->wr_cqe = &s->cqe;
 		if (seq - rs->sq_signaled >= RS_SIGNAL_EVERY ||
@@ -285,20 +301,23 @@ static void rs_post_probe_locked(struct rs_sock *rs)
 	if (track) {
 		rs->probe_out = true;
 		rs->probe_seq = rs->sq_posted - 1;
-		rs->sq_progress = jiffies;
 	}
 }
 
 /*
- * The QP neither completed nor failed anything since a probe went out
- * RS_WEDGE_TIMEOUT ago. Seen with rxe (6.1) after a retransmission made
- * it run a completed REG_MR again: the requester stops, the completer
- * waits for an acknowledgement that no packet asks for, and without this
- * every caller would wait for ever.
+ * A signalled work request (a probe, or any other) has waited
+ * RS_WEDGE_TIMEOUT for a send completion, and none came, nor an error.
+ * On rxe this is the connection's time limit: its QP retries for ever
+ * (rs_rtt.c), so a peer that stopped answering ends here, with ETIMEDOUT
+ * as TCP's retransmission limit would. It also ends a wedged QP: seen
+ * with rxe (6.1) after a retransmission made it run a completed REG_MR
+ * again: the requester stops, the completer waits for an acknowledgement
+ * that no packet asks for, and without this every caller would wait for
+ * ever.
  */
 static bool rs_wedged_locked(struct rs_sock *rs)
 {
-	return rs->probe_out &&
+	return (rs->probe_out || rs->sq_done <= rs->sq_signaled) &&
 	       time_after(jiffies, rs->sq_progress + RS_WEDGE_TIMEOUT);
 }
 
@@ -361,7 +380,7 @@ void rs_probe_timer(struct timer_list *t)
 			rs->stats.kicks++;
 		/* kicked: now let rxe's retransmission come first (rs.h) */
 		if (stalled || rs->sq_done <= rs->sq_signaled)
-			rs_probe_arm_locked(rs, stuck ? RS_QP_QUIET :
+			rs_probe_arm_locked(rs, stuck ? rs_qp_quiet(rs) :
 					    RS_PROBE_INTERVAL);
 		else if (keep)
 			rs_probe_arm_locked(rs, rs_keepalive_secs * HZ);
@@ -471,6 +490,8 @@ void rs_send_done(struct ib_cq *cq, struct ib_wc *wc)
 		return;
 	}
 	rs->stats.completions++;
+	if (s->post_ns)
+		rs_rtt_done_locked(rs, s);
 	rs_writers_snap_locked(rs, &w);
 	reapable = rs_tx_reapable(rs);
 	rs->sq_progress = jiffies;

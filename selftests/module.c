@@ -375,6 +375,109 @@ TEST(spin_param)
 	EXPECT_EQ(0, rs_param_set("spin_max_us", was));
 }
 
+/*
+ * The QP ack timeout's floor and first-contact value (docs/
+ * lossy-links.md) are exponents of 4.096 us: below 8 (1 ms) or above 20
+ * (4.3 s) is refused.
+ */
+TEST(ack_timeout_params)
+{
+	static const char * const bad[] = { "7", "21", "4294967295", "-1",
+					    "x" };
+
+	RS_SKIP_TCP("module parameter");
+	param_bounds(_metadata, "ack_timeout_min", bad, ARRAY_SIZE(bad), 20);
+	param_bounds(_metadata, "ack_timeout_first", bad, ARRAY_SIZE(bad), 20);
+}
+
+static unsigned int exp_us(long long exp)
+{
+	return (unsigned int)((4096ULL << exp) / 1000) + 1;
+}
+
+/*
+ * A connected pair's RDMASTREAM_INFO (client, server) once both ends
+ * have measured a round trip: each sends its SETUP as a sample.
+ */
+static void pair_info(struct __test_metadata *_metadata,
+		      struct rdmastream_info *ci, struct rdmastream_info *si)
+{
+	double end = rs_now() + 5;
+	socklen_t len;
+	int cfd, sfd;
+	char c = 'x';
+
+	rs_pair(_metadata, &cfd, &sfd);
+	ASSERT_EQ(1, send(cfd, &c, 1, 0));
+	ASSERT_EQ(1, recv(sfd, &c, 1, 0));
+	ASSERT_EQ(1, send(sfd, &c, 1, 0));
+	ASSERT_EQ(1, recv(cfd, &c, 1, 0));
+	do {
+		len = sizeof(*ci);
+		ASSERT_EQ(0, getsockopt(cfd, SOL_RDMASTREAM, RDMASTREAM_INFO,
+					ci, &len));
+		len = sizeof(*si);
+		ASSERT_EQ(0, getsockopt(sfd, SOL_RDMASTREAM, RDMASTREAM_INFO,
+					si, &len));
+		if (ci->rsi_rtt_us && si->rsi_rtt_us)
+			break;
+		rs_msleep(10);
+	} while (rs_now() < end);
+	close(cfd);
+	close(sfd);
+	rs_info("ack timeout %u/%u us, retry %u/%u, round trip %u/%u us, cached %u/%u us",
+		ci->rsi_ack_timeout_us, si->rsi_ack_timeout_us,
+		ci->rsi_retry_count, si->rsi_retry_count, ci->rsi_rtt_us,
+		si->rsi_rtt_us, ci->rsi_base_rtt_us, si->rsi_base_rtt_us);
+}
+
+/*
+ * Each end of a connection measures round trips (small signalled work
+ * requests, post to completion), and the next connection to that peer
+ * takes its QP ack timeout from them: the smallest 4.096 us << n that
+ * covers SRTT + 4 RTTVAR, at least ack_timeout_min. On one host that is
+ * the floor; a peer not yet known gets ack_timeout_first. rxe's QPs
+ * retry for ever (retry count 7).
+ */
+TEST(ack_timeout)
+{
+	long long min = rs_param_get("ack_timeout_min");
+	long long first = rs_param_get("ack_timeout_first");
+	struct rdmastream_info ci, si;
+
+	RS_SKIP_TCP("module parameter");
+	ASSERT_LE(0, min);
+	ASSERT_LE(0, first);
+	pair_info(_metadata, &ci, &si);
+	EXPECT_LT(0, ci.rsi_rtt_us) TH_LOG("no round trip measured");
+	EXPECT_LT(0, si.rsi_rtt_us);
+	EXPECT_EQ(7, ci.rsi_retry_count);
+	EXPECT_EQ(7, si.rsi_retry_count);
+	if (!ci.rsi_base_rtt_us)	/* this boot's first connection to us */
+		EXPECT_EQ(exp_us(first > min ? first : min),
+			  ci.rsi_ack_timeout_us);
+
+	/* 268 ms covers a handshake on one host; first contact is 4.3 s */
+	ASSERT_EQ(0, rs_param_set("ack_timeout_min", 16));
+	ASSERT_EQ(0, rs_param_set("ack_timeout_first", 20));
+	pair_info(_metadata, &ci, &si);
+	EXPECT_EQ(0, rs_param_set("ack_timeout_min", min));
+	EXPECT_EQ(0, rs_param_set("ack_timeout_first", first));
+	ASSERT_LT(0, ci.rsi_base_rtt_us) TH_LOG("the first pair not cached");
+	ASSERT_LT(0, si.rsi_base_rtt_us);
+	EXPECT_EQ(exp_us(16), ci.rsi_ack_timeout_us);
+	EXPECT_EQ(exp_us(16), si.rsi_ack_timeout_us);
+
+	/* and the floor is what it says: 16.8 ms */
+	ASSERT_EQ(0, rs_param_set("ack_timeout_min", 12));
+	pair_info(_metadata, &ci, &si);
+	EXPECT_EQ(0, rs_param_set("ack_timeout_min", min));
+	EXPECT_LE(exp_us(12), ci.rsi_ack_timeout_us);
+	EXPECT_GE(ci.rsi_ack_timeout_us, ci.rsi_base_rtt_us);
+	EXPECT_GT(exp_us(16), ci.rsi_ack_timeout_us)
+		TH_LOG("a round trip on one host asked for 268 ms");
+}
+
 /* ---- device removal ---- */
 
 struct blocked {

@@ -169,6 +169,24 @@ struct rdmastream_info {
 					 * that, at most spin_max_us
 					 */
 	__u32	rsi_pad4;
+	/* loss recovery, sizes grow only by appending after this point */
+	__u32	rsi_ack_timeout_us;	/* the QP's ack timeout: a loss that
+					 * no later packet reveals is resent
+					 * after this long
+					 */
+	__u32	rsi_retry_count;	/* the QP's retries in a row; 7 on
+					 * rxe: for ever, the module's own
+					 * limit ends a silent connection
+					 */
+	__u32	rsi_rtt_us;		/* smoothed round trip measured on
+					 * this connection (small signalled
+					 * work requests, post to completion),
+					 * 0: no sample yet
+					 */
+	__u32	rsi_base_rtt_us;	/* the peer's smoothed round trip
+					 * that chose the ack timeout, 0: none
+					 * was known (a first contact)
+					 */
 };
 
 #define RDMASTREAM_INFO_F_PEER_READY	(1U << 0) /* peer buffer known */

@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * rdmastream retransmission timeout from the measured round trip: pure C,
+ * shared with the unit tests (rs_rto.h says what it is for).
+ */
+#include "rs_rto.h"
+
+void rs_rtt_sample(struct rs_rtt *r, u32 us)
+{
+	u32 err;
+
+	if (us > RS_RTT_SAMPLE_MAX_US)
+		us = RS_RTT_SAMPLE_MAX_US;
+	if (!us)
+		us = 1;
+	if (!r->valid) {
+		/* RFC 6298 2.2: SRTT = R, RTTVAR = R/2 */
+		r->srtt_us = us;
+		r->rttvar_us = us / 2;
+		r->valid = true;
+		return;
+	}
+	/* 2.3: RTTVAR = 3/4 RTTVAR + 1/4 |SRTT - R|, SRTT = 7/8 SRTT + 1/8 R */
+	err = r->srtt_us > us ? r->srtt_us - us : us - r->srtt_us;
+	r->rttvar_us = r->rttvar_us - r->rttvar_us / 4 + err / 4;
+	r->srtt_us = r->srtt_us - r->srtt_us / 8 + us / 8;
+}
+
+u32 rs_rto_exp_us(u32 exp)
+{
+	return (u32)(((u64)4096 << exp) / 1000) + 1;
+}
+
+static u32 rs_rto_clamp(u32 exp)
+{
+	if (exp < RS_RTO_EXP_MIN)
+		return RS_RTO_EXP_MIN;
+	if (exp > RS_RTO_EXP_MAX)
+		return RS_RTO_EXP_MAX;
+	return exp;
+}
+
+u32 rs_rto_exp(const struct rs_rtt *r, u32 floor, u32 first)
+{
+	u64 want;
+	u32 exp;
+
+	floor = rs_rto_clamp(floor);
+	if (!r->valid)
+		return first > floor ? rs_rto_clamp(first) : floor;
+	/* RFC 6298 2.3: RTO = SRTT + 4 RTTVAR, in 4.096 us units, rounded up */
+	want = (u64)r->srtt_us + 4 * (u64)r->rttvar_us;
+	for (exp = floor; exp < RS_RTO_EXP_MAX; exp++)
+		if (rs_rto_exp_us(exp) >= want)
+			break;
+	return exp;
+}

@@ -296,6 +296,7 @@ struct rs_sock {
 	u32 base_rtt_us;		/* cached SRTT the timeout came from,
 					 * 0: the peer was new to us
 					 */
+	u32 base_rttvar_us;		/* ...and its RTTVAR */
 	unsigned long ack_j;		/* ack timeout in jiffies, 0: none */
 	u8 ack_exp;			/* ...as the QP has it: 4.096 us << */
 	u8 qp_retry;			/* 7 on rxe: for ever (rs_rtt.c) */

@@ -934,6 +934,12 @@ void rs_fb_info(struct rs_sock *rs, struct rdmastream_info *info)
 		info->rsi_flags |= RDMASTREAM_INFO_F_FIN_RCVD;
 	if (READ_ONCE(rs->sk.sk_err) == ECONNRESET)
 		info->rsi_flags |= RDMASTREAM_INFO_F_RESET;
+	/* TCP's, not those of an RDMA attempt before the fallback */
+	info->rsi_ack_timeout_us = 0;
+	info->rsi_retry_count = 0;
+	info->rsi_base_rtt_us = 0;
+	info->rsi_base_rttvar_us = 0;
+	info->rsi_rtt_us = READ_ONCE(tp->srtt_us) >> 3;
 	info->rsi_bytes_sent = READ_ONCE(tp->bytes_sent);
 	/* bytes_acked counts the SYN's sequence number too */
 	info->rsi_bytes_acked = min(READ_ONCE(tp->bytes_acked),

@@ -343,8 +343,10 @@ int rs_post_regs(struct rs_sock *rs)
 	wr[1].wr.wr_cqe = &rs->reg_cqe.cqe;
 	wr[1].wr.send_flags = IB_SEND_SIGNALED;
 	ret = ib_post_send(rs->qp, &wr[0].wr, &bad);
-	if (!ret)
+	if (!ret) {
 		rs->sq_posted += 2;
+		rs->sq_progress = jiffies;	/* the watchdog's clock */
+	}
 out:
 	spin_unlock_bh(&rs->lock);
 	return ret;

@@ -163,7 +163,11 @@ void rs_ack_choose(struct rs_sock *rs, struct rdma_cm_id *id, int req_retry)
 	rs->ack_exp = rs_rto_exp(&rtt, floor, first);
 	rs->ack_j = usecs_to_jiffies(rs_rto_exp_us(rs->ack_exp)) + 1;
 	rs->base_rtt_us = rtt.valid ? rtt.srtt_us : 0;
-	rs->qp_retry = forever ? 7 : RS_RETRY_COUNT;
+	rs->base_rttvar_us = rtt.valid ? rtt.rttvar_us : 0;
+	if (req_retry >= 0)		/* the passive QP takes the REQ's */
+		rs->qp_retry = req_retry;
+	else
+		rs->qp_retry = forever ? 7 : RS_RETRY_COUNT;
 	rdma_set_ack_timeout(id, rs->ack_exp);
 	trace_rdmastream_ack_timeout(&rs->sk, rs->ack_exp, rs->qp_retry,
 				     rs->base_rtt_us);
@@ -188,6 +192,9 @@ bool rs_rtt_want_locked(struct rs_sock *rs, const struct ib_send_wr *wr)
 	if (rs->sq_done != rs->sq_posted ||
 	    (rs->rtt_next && time_before(jiffies, rs->rtt_next)))
 		return false;
+	/* a probe goes out because something is stuck, or idle: no */
+	if (wr->opcode == IB_WR_RDMA_WRITE && !wr->num_sge)
+		return false;
 	for (i = 0; i < wr->num_sge; i++)
 		len += wr->sg_list[i].length;
 	return len <= RS_MAX_INLINE;
@@ -195,10 +202,12 @@ bool rs_rtt_want_locked(struct rs_sock *rs, const struct ib_send_wr *wr)
 
 /*
  * A sampled work request completed: the connection's round trip, and the
- * peer's in the cache for the connections that come next. A sample that
- * waited out a retransmission counts too (the QP does not say; Karn's
- * rule cannot apply): it raises the timeout of the next connections,
- * never lowers it.
+ * peer's in the cache for the connections that come next. The QP does
+ * not say whether it had to resend (Karn's rule cannot apply as such):
+ * a sample longer than four of its ack timeouts waited out several
+ * timeouts, an outage rather than the path, and is dropped. One that
+ * waited out a single timeout counts: it raises the next connections'
+ * timeout, and a path that grew longer than the timeout is learnt so.
  */
 void rs_rtt_done_locked(struct rs_sock *rs, struct rs_send *s)
 {
@@ -206,8 +215,10 @@ void rs_rtt_done_locked(struct rs_sock *rs, struct rs_send *s)
 	u32 us = min_t(u64, ns / NSEC_PER_USEC, RS_RTT_SAMPLE_MAX_US);
 
 	s->post_ns = 0;
-	rs_rtt_sample(&rs->rtt, us);
 	rs->rtt_next = jiffies + RS_RTT_EVERY;
+	if (rs->ack_exp && us / 4 > rs_rto_exp_us(rs->ack_exp))
+		return;
+	rs_rtt_sample(&rs->rtt, us);
 	if (rs->established)
 		rs_rtt_put(sock_net(&rs->sk), (struct sockaddr *)&rs->peer_sa,
 			   us);

@@ -56,8 +56,8 @@ int rs_post_slot(struct rs_sock *rs, struct ib_send_wr *wr, bool signal,
 	if (ret)
 		return ret;
 	rs->sq_posted++;
-	if (signal)
-		rs_probe_arm_locked(rs, RS_PROBE_INTERVAL);
+	/* signalled or not: rs_probe_timer() sees that it completes */
+	rs_probe_arm_locked(rs, RS_PROBE_INTERVAL);
 	return 0;
 }
 
@@ -317,7 +317,10 @@ static void rs_post_probe_locked(struct rs_sock *rs)
  */
 static bool rs_wedged_locked(struct rs_sock *rs)
 {
-	return (rs->probe_out || rs->sq_done <= rs->sq_signaled) &&
+	bool waiting = rs->sq_signaled < rs->sq_posted &&
+		       rs->sq_done <= rs->sq_signaled;
+
+	return (rs->probe_out || waiting) &&
 	       time_after(jiffies, rs->sq_progress + RS_WEDGE_TIMEOUT);
 }
 
@@ -370,20 +373,31 @@ void rs_probe_timer(struct timer_list *t)
 	if (!rs->dead && rs->transport && rs_wedged_locked(rs)) {
 		rs_abort_locked(rs, ETIMEDOUT);
 	} else if (!rs->dead && rs->transport) {
-		/* data to post, or posted and not known to be done */
+		/*
+		 * Data to post, or posted and not known to be done, or any
+		 * work request not known to have completed: on rxe the QP
+		 * retries it for ever (rs_rtt.c), and only a signalled
+		 * probe behind it lets the watchdog see a dead peer.
+		 */
 		stalled = rs_flow_tx_unsent(&rs->flow) > 0 ||
-			  rs->flow.tx_done != rs->flow.tx_sent;
+			  rs->flow.tx_done != rs->flow.tx_sent ||
+			  rs->sq_done < rs->sq_posted;
 		stuck = rs_sq_stuck_locked(rs);
 		if (stalled || stuck || keep)
 			rs_post_probe_locked(rs);
 		if (stuck)
 			rs->stats.kicks++;
-		/* kicked: now let rxe's retransmission come first (rs.h) */
+		/*
+		 * kicked: now let rxe's retransmission come first (rs.h);
+		 * mod_timer, not rs_probe_arm_locked(): the probe's own post
+		 * has armed it a second ahead
+		 */
 		if (stalled || rs->sq_done <= rs->sq_signaled)
-			rs_probe_arm_locked(rs, stuck ? rs_qp_quiet(rs) :
-					    RS_PROBE_INTERVAL);
+			mod_timer(&rs->probe_timer, jiffies +
+				  (stuck ? rs_qp_quiet(rs) : RS_PROBE_INTERVAL));
 		else if (keep)
-			rs_probe_arm_locked(rs, rs_keepalive_secs * HZ);
+			mod_timer(&rs->probe_timer,
+				  jiffies + rs_keepalive_secs * HZ);
 	}
 	spin_unlock(&rs->lock);
 }

@@ -1075,6 +1075,33 @@ static inline int rs_system(const char *fmt, ...)
 
 /* ---- the module's parameters, the RDMA link, tracing ---- */
 
+/* 4.096 us << exp in us, as RDMASTREAM_INFO reports an ack timeout */
+static inline unsigned int rs_ack_exp_us(long long exp)
+{
+	return (unsigned int)((4096ULL << exp) / 1000) + 1;
+}
+
+/*
+ * The ack timeout the module must have chosen for a connection whose
+ * RDMASTREAM_INFO says it found round trip srtt/rttvar cached for its
+ * peer (docs/lossy-links.md "Recovery time"): the smallest 4.096 us << n
+ * that covers SRTT + 4 RTTVAR, n from floor to 20; first for a peer with
+ * nothing cached (srtt 0), at least floor.
+ */
+static inline unsigned int rs_ack_want_us(unsigned int srtt,
+					  unsigned int rttvar, long long floor,
+					  long long first)
+{
+	unsigned long long want = srtt + 4ULL * rttvar;
+	long long n = floor;
+
+	if (!srtt)
+		return rs_ack_exp_us(first > floor ? first : floor);
+	while (n < 20 && rs_ack_exp_us(n) < want)
+		n++;
+	return rs_ack_exp_us(n);
+}
+
 static inline const char *rs_modname(void)
 {
 	return rs_env_str("RS_MODNAME", "rdmastream");

@@ -187,6 +187,8 @@ struct rdmastream_info {
 					 * that chose the ack timeout, 0: none
 					 * was known (a first contact)
 					 */
+	__u32	rsi_base_rttvar_us;	/* ...and its mean deviation */
+	__u32	rsi_pad5;
 };
 
 #define RDMASTREAM_INFO_F_PEER_READY	(1U << 0) /* peer buffer known */

@@ -297,6 +297,7 @@ struct rs_sock {
 					 * 0: the peer was new to us
 					 */
 	u32 base_rttvar_us;		/* ...and its RTTVAR */
+	u32 path_mtu;			/* the QP's, bytes, once established */
 	unsigned long ack_j;		/* ack timeout in jiffies, 0: none */
 	u8 ack_exp;			/* ...as the QP has it: 4.096 us << */
 	u8 qp_retry;			/* 7 on rxe: for ever (rs_rtt.c) */

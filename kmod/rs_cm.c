@@ -208,6 +208,24 @@ static void rs_child_established(struct rs_sock *rs)
 	sock_put(psk);
 }
 
+/*
+ * The path MTU rdma_cm gave the QP: for RoCE the largest IB MTU that fits
+ * the netdev's MTU with the RoCE headers (iboe_get_mtu()), for
+ * RDMASTREAM_INFO (docs/lossy-links.md, MTU).
+ */
+static void rs_path_mtu(struct rs_sock *rs)
+{
+	struct ib_qp_init_attr init;
+	struct ib_qp_attr attr;
+	int mtu;
+
+	if (ib_query_qp(rs->qp, &attr, IB_QP_PATH_MTU, &init))
+		return;
+	mtu = ib_mtu_enum_to_int(attr.path_mtu);
+	if (mtu > 0)
+		rs->path_mtu = mtu;
+}
+
 static void rs_established(struct rs_sock *rs, struct rdma_cm_id *id,
 			   struct rdma_cm_event *ev)
 {
@@ -226,6 +244,7 @@ static void rs_established(struct rs_sock *rs, struct rdma_cm_id *id,
 		return;
 	}
 	rs_save_names(rs, id);
+	rs_path_mtu(rs);
 	spin_lock_bh(&rs->lock);
 	rs->established = true;
 	rs_set_state(sk, TCP_ESTABLISHED);

@@ -939,6 +939,7 @@ void rs_fb_info(struct rs_sock *rs, struct rdmastream_info *info)
 	info->rsi_retry_count = 0;
 	info->rsi_base_rtt_us = 0;
 	info->rsi_base_rttvar_us = 0;
+	info->rsi_path_mtu = 0;
 	info->rsi_rtt_us = READ_ONCE(tp->srtt_us) >> 3;
 	info->rsi_bytes_sent = READ_ONCE(tp->bytes_sent);
 	/* bytes_acked counts the SYN's sequence number too */

@@ -158,6 +158,7 @@ void rs_info_fill(struct rs_sock *rs, struct rdmastream_info *info)
 	info->rsi_rtt_us = rs->rtt.valid ? rs->rtt.srtt_us : 0;
 	info->rsi_base_rtt_us = rs->base_rtt_us;
 	info->rsi_base_rttvar_us = rs->base_rttvar_us;
+	info->rsi_path_mtu = rs->path_mtu;
 	rs_info_direct(rs, info);
 	spin_unlock_bh(&rs->lock);
 	rs_fb_info(rs, info);

@@ -686,12 +686,14 @@ static void lossy_check_rto(struct __test_metadata *_metadata, int fd,
 
 	ASSERT_EQ(0, getsockopt(fd, SOL_RDMASTREAM, RDMASTREAM_INFO, &info,
 				&len));
-	rs_info("lossy: %s host %d: ack timeout %u us, retry %u, round trip %u us (cached when connecting: %u us)",
+	rs_info("lossy: %s host %d: ack timeout %u us, retry %u, round trip %u us (cached when connecting: %u us), path MTU %u",
 		v->name, rs.host, info.rsi_ack_timeout_us,
 		info.rsi_retry_count, info.rsi_rtt_us,
-		info.rsi_base_rtt_us);
+		info.rsi_base_rtt_us, info.rsi_path_mtu);
 	EXPECT_EQ(7, info.rsi_retry_count);
 	EXPECT_LT(0, info.rsi_rtt_us) TH_LOG("no round trip measured");
+	/* the largest RoCE MTU the netdev allows (vm-run --mtu) */
+	EXPECT_EQ(rs_roce_mtu(), info.rsi_path_mtu);
 	if (v->id == 14)	/* clean: may be the first contact */
 		return;
 	ASSERT_LT(0, info.rsi_base_rtt_us)

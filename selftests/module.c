@@ -437,7 +437,8 @@ static void pair_info(struct __test_metadata *_metadata,
  * requests, post to completion), and the next connection to that peer
  * takes its QP ack timeout from them: the smallest 4.096 us << n that
  * covers SRTT + 4 RTTVAR, at least ack_timeout_min; a peer not yet known
- * gets ack_timeout_first. rxe's QPs retry for ever (retry count 7).
+ * gets ack_timeout_first. rxe's QPs retry for ever (retry count 7), and
+ * their path MTU is the largest RoCE MTU the netdev allows.
  */
 TEST(ack_timeout)
 {
@@ -453,6 +454,8 @@ TEST(ack_timeout)
 	EXPECT_LT(0, si.rsi_rtt_us);
 	EXPECT_EQ(7, ci.rsi_retry_count);
 	EXPECT_EQ(7, si.rsi_retry_count);
+	EXPECT_EQ(rs_roce_mtu(), ci.rsi_path_mtu);
+	EXPECT_EQ(rs_roce_mtu(), si.rsi_path_mtu);
 	EXPECT_ACK(ci, min, first);
 	EXPECT_ACK(si, min, first);
 

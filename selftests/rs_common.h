@@ -1075,6 +1075,25 @@ static inline int rs_system(const char *fmt, ...)
 
 /* ---- the module's parameters, the RDMA link, tracing ---- */
 
+/*
+ * The RoCE MTU a QP over RS_NETDEV must get: the largest IB MTU (256 to
+ * 4096) that fits the netdev's MTU less the RoCE v2 headers and the
+ * extensions the kernel reserves room for (96 bytes, iboe_get_mtu()).
+ */
+static inline unsigned int rs_roce_mtu(void)
+{
+	char path[256];
+	long long mtu;
+	unsigned int m = 256;
+
+	snprintf(path, sizeof(path), "/sys/class/net/%s/mtu",
+		 rs.netdev ? rs.netdev : "eth0");
+	mtu = rs_read_ll(path);
+	while (m < 4096 && 2 * m <= mtu - 96)
+		m *= 2;
+	return m;
+}
+
 /* 4.096 us << exp in us, as RDMASTREAM_INFO reports an ack timeout */
 static inline unsigned int rs_ack_exp_us(long long exp)
 {

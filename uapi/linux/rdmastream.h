@@ -188,7 +188,9 @@ struct rdmastream_info {
 					 * was known (a first contact)
 					 */
 	__u32	rsi_base_rttvar_us;	/* ...and its mean deviation */
-	__u32	rsi_pad5;
+	__u32	rsi_path_mtu;		/* the QP's path MTU, bytes: the
+					 * largest RoCE MTU the netdev allows
+					 */
 };
 
 #define RDMASTREAM_INFO_F_PEER_READY	(1U << 0) /* peer buffer known */

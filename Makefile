@@ -20,6 +20,9 @@
 #               rsockets, SMC-R and raw verbs in one VM and in two
 #               (bench/bench; results in bench/results/bench.*;
 #               KVER=<release>: on another Debian kernel, docs/smc-r.md)
+# make bench-lossy  the loss and delay table: throughput of rdmastream, TCP
+#               and rsockets between two VMs under netem (bench/lossy;
+#               results in bench/results/lossy/; docs/lossy-links.md)
 # make bench-build  build only the benchmark program (build/bench/rsbench)
 # make man-check  render man/rdmastream.7 with every groff warning on; fails
 #               on any warning (scripts/check runs it as one case)
@@ -45,7 +48,7 @@ KSRC_TAR ?= /usr/src/linux-source-6.1.tar.xz
 KSRC	:= $(BUILD)/ksrc
 KSFT_DIR := $(KSRC)/tools/testing/selftests
 
-.PHONY: all module selftests bench bench-build unit deps ksrc check \
+.PHONY: all module selftests bench bench-lossy bench-build unit deps ksrc check \
 	check-unit check-vm check-debug demo eval checkpatch clean \
 	check-kernels module-kernels \
 	man-check preload tools deb
@@ -133,6 +136,10 @@ bench: deps
 	$(if $(filter command line,$(origin KVER)),mkdir -p $(BUILD)/bench/kmod/$(KVER) && \
 		cp kmod/rdmastream.ko $(BUILD)/bench/kmod/$(KVER)/ && \
 		RS_BENCH_KVER=$(KVER)) bench/bench
+
+bench-lossy: deps
+	$(MAKE) module bench-build
+	bench/lossy
 
 checkpatch: ksrc
 	$(KSRC)/scripts/checkpatch.pl --no-tree --terse -f \

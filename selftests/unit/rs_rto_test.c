@@ -109,10 +109,7 @@ static void test_exp_us(void)
 
 int main(void)
 {
-	struct {
-		const char *name;
-		void (*fn)(void);
-	} tests[] = {
+	static const struct unit_test tests[] = {
 		{ "first_contact", test_first_contact },
 		{ "first_sample", test_first_sample },
 		{ "floor", test_floor },
@@ -120,17 +117,6 @@ int main(void)
 		{ "random_cover", test_random_cover },
 		{ "exp_us", test_exp_us },
 	};
-	int n = 0, failed = 0, before;
 
-	printf("TAP version 13\n1..%zu\n", ARRAY_SIZE(tests));
-	for (size_t i = 0; i < ARRAY_SIZE(tests); i++) {
-		before = failures;
-		tests[i].fn();
-		printf("%s %d %s\n", failures != before ? "not ok" : "ok", ++n,
-		       tests[i].name);
-		failed += failures != before;
-	}
-	printf("# unit: %d passed, %d failed (%llu checks)\n", n - failed,
-	       failed, checks);
-	return failed ? 1 : 0;
+	return unit_run(tests, ARRAY_SIZE(tests));
 }

@@ -127,10 +127,7 @@ static void test_random_bounds(void)
 
 int main(void)
 {
-	struct {
-		const char *name;
-		void (*fn)(void);
-	} tests[] = {
+	static const struct unit_test tests[] = {
 		{ "off", test_off },
 		{ "fresh", test_fresh },
 		{ "steady", test_steady },
@@ -139,17 +136,6 @@ int main(void)
 		{ "bimodal", test_bimodal },
 		{ "random_bounds", test_random_bounds },
 	};
-	int n = 0, failed = 0, before;
 
-	printf("TAP version 13\n1..%zu\n", ARRAY_SIZE(tests));
-	for (size_t i = 0; i < ARRAY_SIZE(tests); i++) {
-		before = failures;
-		tests[i].fn();
-		printf("%s %d %s\n", failures != before ? "not ok" : "ok", ++n,
-		       tests[i].name);
-		failed += failures != before;
-	}
-	printf("# unit: %d passed, %d failed (%llu checks)\n", n - failed,
-	       failed, checks);
-	return failed ? 1 : 0;
+	return unit_run(tests, ARRAY_SIZE(tests));
 }

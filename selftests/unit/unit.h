@@ -47,4 +47,30 @@ static inline u32 rnd(u32 n)
 	return n ? (u32)(rng_state % n) : 0;
 }
 
+struct unit_test {
+	const char *name;
+	void (*fn)(void);	/* fails by CHECKs that do not hold */
+};
+
+/* Run tests in order as TAP, with the "# unit:" summary; exit status. */
+static inline int unit_run(const struct unit_test *tests, size_t n)
+{
+	int passed = 0, failed = 0, before;
+
+	printf("TAP version 13\n1..%zu\n", n);
+	for (size_t i = 0; i < n; i++) {
+		before = failures;
+		tests[i].fn();
+		printf("%s %zu %s\n", failures != before ? "not ok" : "ok",
+		       i + 1, tests[i].name);
+		if (failures != before)
+			failed++;
+		else
+			passed++;
+	}
+	printf("# unit: %d passed, %d failed (%llu checks)\n", passed,
+	       failed, checks);
+	return failed ? 1 : 0;
+}
+
 #endif /* RS_UNIT_H */

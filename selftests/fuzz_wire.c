@@ -19,7 +19,8 @@
  *            length, with a stale rkey, or an RDMA READ: each must fail
  *            at the module's HCA (and ends the connection);
  *   pdata    malformed CM private data (short, long, wrong version,
- *            flags, receive slots, ring size) and retry counts of 7.
+ *            flags, receive slots, ring size), an RNR retry count of 7
+ *            (refused) and a retry count of 7 (accepted).
  *
  * The module's socket side, in threads of this program, reads into
  * buffers with guard bytes before and after (a write outside the range
@@ -895,8 +896,10 @@ static uint8_t fz_pdata(struct fz *f, uint8_t *pd, bool bad, uint8_t *rnr,
 		*must_fail = 1;
 		break;
 	default:
+		/* accepted: on rxe the module's own REQs carry it (retry
+		 * for ever, bounded by its watchdog); a REP's is not used
+		 */
 		*retry = 7;
-		*must_fail = -1;	/* REQ only: the caller decides */
 		break;
 	}
 	return len;
@@ -978,7 +981,6 @@ static int fz_client(struct fz *f, int lfd, const struct sockaddr_in *sin,
 	int must_fail, ret;
 
 	len = fz_pdata(f, pd, bad, &rnr, &retry, &must_fail);
-	must_fail = must_fail != 0;	/* retry 7 in a REQ: refused */
 	cp.private_data = pd;
 	cp.private_data_len = len;
 	cp.retry_count = retry;
@@ -1057,7 +1059,6 @@ static int fz_server(struct fz *f, struct fz_listen *l, bool bad)
 	int must_fail, ret = -1;
 
 	len = fz_pdata(f, pd, bad, &rnr, &retry, &must_fail);
-	must_fail = must_fail == 1;	/* the REP's retry count: ours */
 	cp.private_data = pd;
 	cp.private_data_len = len;
 	cp.retry_count = retry;

@@ -98,6 +98,7 @@
 #define RS_TX_START		(64U << 10)	/* send ring, unless SO_SNDBUF */
 #define RS_TX_GROW_MAX		(4U << 20)	/* ...grown at most to this */
 #define RS_TX_GROW_RETRY	HZ	/* after a failed allocation */
+#define RS_RX_GROW_MAX		(4U << 20)	/* stream buffer, autotuned */
 /* Work requests a direct transfer may need: WRITEs plus the DIRECT. */
 
 /* Control message types (wire format: docs/wire-format.md). */
@@ -110,17 +111,21 @@ enum rs_ctl_type {
 	RS_MSG_DIRECT = 6,	/* bytes written into an ADVERT */
 	RS_MSG_CANCEL = 7,	/* withdraw my outstanding ADVERTs */
 	RS_MSG_CANCEL_ACK = 8,	/* ADVERTs before the CANCEL are dropped */
+	RS_MSG_RING = 9,	/* a bigger stream buffer: address, rkey, size */
+	RS_MSG_RING_ACK = 10,	/* ...written from this byte on */
 };
 
 struct rs_ctl {
 	u8 type;
 	u8 version;
 	__be16 credits;		/* receive slots returned */
-	__be32 len;		/* SETUP: ring size; ADVERT, DIRECT: bytes */
+	__be32 len;		/* SETUP, RING: ring size; ADVERT, DIRECT: bytes */
 	__be64 cons;		/* ring bytes consumed (window), every message */
-	__be64 addr;		/* SETUP, ADVERT: address; FIN: ring total */
-	__be64 seq;		/* ADVERT: estimate; DIRECT: offset; FIN: total */
-	__be32 rkey;		/* SETUP, ADVERT */
+	__be64 addr;		/* SETUP, RING, ADVERT: address; FIN: ring total */
+	__be64 seq;		/* ADVERT: estimate; DIRECT: offset; FIN: total;
+				 * RING_ACK: the new buffer's first byte
+				 */
+	__be32 rkey;		/* SETUP, RING, ADVERT */
 	__be32 phase;		/* ADVERT */
 	__be32 id;		/* ADVERT, DIRECT: the receiver's name for it */
 	__be32 flags;		/* ADVERT: RS_ADV_F_*; DIRECT: RS_DIR_F_* */
@@ -145,6 +150,9 @@ struct rs_cm_rej {
 } __packed;
 
 /* Private data of the rdma_cm REQ and REP. */
+#define RS_CM_F_RING	0x01	/* grows its stream buffer: RING, RING_ACK */
+#define RS_CM_F_KNOWN	RS_CM_F_RING
+
 struct rs_cm_pdata {
 	u8 version;
 	u8 flags;
@@ -330,6 +338,21 @@ struct rs_sock {
 					 */
 	struct rs_wait tx_reg;		/* ...the last of them, signalled */
 	unsigned long tx_grow_next;	/* jiffies: no growth before */
+	/* stream buffer autotuning (rs_rxgrow.c), under lock */
+	bool peer_ring;			/* the peer's CM flag RS_CM_F_RING */
+	bool rx_grow_want;		/* the rate asks for a bigger buffer */
+	unsigned long rx_grow_next;	/* jiffies: no growth before */
+	struct rs_ring rx_new;		/* offered in RING; the peer writes it
+					 * from flow.rx_switch on
+					 */
+	struct rs_ring rx_old;		/* what rx grew from, read out: the
+					 * peer may write it until the
+					 * LOCAL_INV ending at rx_old_seq
+					 */
+	u64 rx_old_seq;			/* sq_posted after that LOCAL_INV */
+	struct rs_wait rx_inv;		/* ...signalled */
+	u64 peer_new_addr;		/* the peer's RING, until RING_ACK */
+	u32 peer_new_rkey;
 	struct rs_send *sends;		/* RS_SQ_DEPTH slots */
 	struct rs_ctl *send_msgs;
 	u64 send_msgs_dma;
@@ -508,6 +531,9 @@ enum rs_chain {
 	RS_CHAIN_ZCOPY = 2,	/* WRITE..., DIRECT */
 	RS_CHAIN_INLINE = 3,	/* inline WRITE, DIRECT */
 	RS_CHAIN_TXGROW = 4,	/* REG_MR of a grown send ring */
+	RS_CHAIN_RXGROW = 5,	/* LOCAL_INV, REG_MR of a grown stream buffer;
+				 * LOCAL_INV of the buffer it replaced
+				 */
 };
 
 extern unsigned long rs_mem_max;
@@ -623,6 +649,23 @@ static inline bool rs_tx_reapable(const struct rs_sock *rs)
 
 void rs_tx_tune(struct rs_sock *rs);
 void rs_tx_sync_done_locked(struct rs_sock *rs, u64 from, u64 to);
+bool rs_mem_pressure(void);
+int rs_ring_new(struct rs_sock *rs, struct rs_ring *r, u32 size,
+		enum dma_data_direction dir, u32 seg);
+void rs_ring_drop(struct rs_sock *rs, struct rs_ring *r,
+		  enum dma_data_direction dir);
+
+/* rs_rxgrow.c */
+void rs_rx_rate_locked(struct rs_sock *rs);
+void rs_rx_announced_locked(struct rs_sock *rs);
+void rs_rx_tune(struct rs_sock *rs);
+bool rs_ctrl_ring(struct rs_sock *rs, const struct rs_ctl *m);
+
+/* The buffer that holds stream byte off: the new one past the switch. */
+static inline struct rs_ring *rs_rx_ring(struct rs_sock *rs, u64 off)
+{
+	return rs_flow_rx_in_new(&rs->flow, off) ? &rs->rx_new : &rs->rx;
+}
 
 /* rs_ring.c */
 int rs_ring_alloc(struct rs_ring *r, u32 size, gfp_t extra);

@@ -53,6 +53,7 @@ static void rs_pdata_fill(struct rs_cm_pdata *p, struct rs_sock *rs)
 	memset(p, 0, sizeof(*p));
 	p->version = RS_PROTO_VERSION;
 	p->recv_slots = cpu_to_be16(RS_RQ_DEPTH);
+	p->flags = RS_CM_F_RING;
 	p->ring_size = cpu_to_be32(rs->flow.rx_size);
 }
 
@@ -60,9 +61,18 @@ static bool rs_pdata_ok(const void *data, u8 len)
 {
 	const struct rs_cm_pdata *p = data;
 
-	/* flags: none defined yet; a peer that sets one is not our kind */
+	/* a flag we do not know: the peer is not our kind */
 	return data && len >= sizeof(*p) && p->version == RS_PROTO_VERSION &&
-	       !p->flags && be16_to_cpu(p->recv_slots) == RS_RQ_DEPTH;
+	       !(p->flags & ~RS_CM_F_KNOWN) &&
+	       be16_to_cpu(p->recv_slots) == RS_RQ_DEPTH;
+}
+
+/* What the peer's private data (checked by rs_pdata_ok()) says it does. */
+static bool rs_pdata_ring(const void *data)
+{
+	const struct rs_cm_pdata *p = data;
+
+	return p->flags & RS_CM_F_RING;
 }
 
 /*
@@ -238,6 +248,8 @@ static void rs_established(struct rs_sock *rs, struct rdma_cm_id *id,
 		rs_conn_fail(rs, EPROTO);
 		return;
 	}
+	if (!rs->parent)
+		rs->peer_ring = rs_pdata_ring(ev->param.conn.private_data);
 	err = rs_transport_rings(rs);
 	if (err) {
 		rs_conn_fail(rs, err == -ENOMEM ? ENOMEM : ECONNRESET);
@@ -246,6 +258,7 @@ static void rs_established(struct rs_sock *rs, struct rdma_cm_id *id,
 	rs_save_names(rs, id);
 	rs_path_mtu(rs);
 	spin_lock_bh(&rs->lock);
+	rs->flow.ring_ok = rs->peer_ring;
 	rs->established = true;
 	rs_set_state(sk, TCP_ESTABLISHED);
 	spin_unlock_bh(&rs->lock);
@@ -294,6 +307,9 @@ static struct rs_sock *rs_child_alloc(struct rs_sock *lrs,
 	if (!sk)
 		return NULL;
 	rs_sk_inherit(sk, lsk);
+	/* the listener's SO_RCVBUF/SO_SNDBUF end autotuning, as TCP's clone */
+	sk->sk_userlocks |= lsk->sk_userlocks &
+			    (SOCK_RCVBUF_LOCK | SOCK_SNDBUF_LOCK);
 	rs = rs_sk(sk);
 	rs->rcvbuf_ring = lrs->rcvbuf_ring;
 	rs->v4mapped = lrs->v4mapped;
@@ -419,6 +435,7 @@ static int rs_conn_request(struct rs_sock *lrs, struct rdma_cm_id *id,
 		return rs_reject(id, RS_REJ_ERROR, -ENOMEM);
 	}
 	rs->mem = bytes;		/* the child owns the reservation now */
+	rs->peer_ring = rs_pdata_ring(ev->param.conn.private_data);
 	ret = rs_child_accept(rs, id, ev->param.conn.retry_count);
 	if (ret) {
 		sock_put(&rs->sk);	/* the cm id's reference */

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Control messages: small SENDs, inline where the QP allows, that carry
- * the stream buffer description (SETUP), window and credit updates (ACK)
- * and the end of the stream (FIN). Every message returns the receive
+ * the stream buffer description (SETUP, and RING when it grows, answered
+ * by RING_ACK), window and credit updates (ACK) and the end of the stream
+ * (FIN). Every message returns the receive
  * slots we owe and the bytes we have consumed.
  */
 #include "rs.h"
@@ -24,6 +25,14 @@ void rs_ctl_fill(struct rs_sock *rs, struct rs_ctl *m, enum rs_ctl_type type,
 	case RS_MSG_FIN:
 		m->addr = cpu_to_be64(rs->flow.tx_head);
 		m->seq = cpu_to_be64(rs->dtx.seq);
+		break;
+	case RS_MSG_RING:
+		m->addr = cpu_to_be64(rs->rx_new.mr[0]->iova);
+		m->rkey = cpu_to_be32(rs->rx_new.mr[0]->rkey);
+		m->len = cpu_to_be32(rs->rx_new.size);
+		break;
+	case RS_MSG_RING_ACK:
+		m->seq = cpu_to_be64(rs->flow.tx_sent);
 		break;
 	default:
 		break;
@@ -53,6 +62,7 @@ static void rs_ctrl_sent(struct rs_sock *rs, enum rs_ctl_type type)
 {
 	rs_flow_msg_sent(&rs->flow);
 	rs_flow_window_sent(&rs->flow);
+	rs_rx_announced_locked(rs);
 	rs->stats.ctrl_sent++;
 	switch (type) {
 	case RS_MSG_FIN:
@@ -68,6 +78,15 @@ static void rs_ctrl_sent(struct rs_sock *rs, enum rs_ctl_type type)
 		break;
 	case RS_MSG_CANCEL_ACK:
 		rs->cancel_ack_wanted = false;
+		break;
+	case RS_MSG_RING:
+		rs->flow.ring_wanted = false;
+		break;
+	case RS_MSG_RING_ACK:
+		/* WRITEs posted from now on go to the new buffer */
+		rs->peer_addr = rs->peer_new_addr;
+		rs->peer_rkey = rs->peer_new_rkey;
+		rs_flow_ring_switch(&rs->flow);
 		break;
 	default:
 		break;
@@ -166,6 +185,11 @@ static __poll_t rs_ctrl_dispatch(struct rs_sock *rs, const struct rs_ctl *m,
 		return rs_ctrl_cancel(rs) ? 0 : EPOLLERR;
 	case RS_MSG_CANCEL_ACK:
 		return rs_drx_on_cancel_ack(&rs->drx) ? in : EPOLLERR;
+	case RS_MSG_RING:
+		return rs_ctrl_ring(rs, m) ? 0 : EPOLLERR;
+	case RS_MSG_RING_ACK:
+		return rs_flow_on_ring_ack(&rs->flow, be64_to_cpu(m->seq)) ?
+		       0 : EPOLLERR;
 	default:
 		return EPOLLERR;
 	}

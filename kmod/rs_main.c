@@ -131,7 +131,7 @@ MODULE_PARM_DESC(max_send_sge,
 int rs_inject_post;
 module_param_named(inject_post, rs_inject_post, int, 0644);
 MODULE_PARM_DESC(inject_post,
-		 "testing: fail the next work request chain of kind K (1 ADVERT, 2 zero-copy, 3 inline direct, 4 send ring growth) at position P: K*100+P (default 0: off)");
+		 "testing: fail the next work request chain of kind K (1 ADVERT, 2 zero-copy, 3 inline direct, 4 send ring growth, 5 stream buffer growth) at position P: K*100+P (default 0: off)");
 
 /*
  * Ring memory of all connections, like tcp_mem: bytes of stream and send

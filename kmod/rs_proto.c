@@ -17,6 +17,7 @@ void rs_flow_init(struct rs_flow *f, u32 tx_size, u32 rx_size, u32 nr_recv,
 		.rx_size = rx_size,
 		.nr_recv = nr_recv,
 		.max_chunk = max_chunk,
+		.rx_switch = RS_RX_NO_SWITCH,
 	};
 }
 
@@ -134,6 +135,9 @@ enum rs_tx_action rs_flow_next(const struct rs_flow *f, struct rs_chunk *c)
 	u32 returns = f->owed < RS_IMM_CREDIT_MAX ? f->owed : RS_IMM_CREDIT_MAX;
 	bool may = rs_flow_may_send(f, returns);
 
+	/* a RING_ACK goes before any byte written to the new buffer */
+	if (f->setup_sent && (f->ring_wanted || f->ring_ack_wanted))
+		return may ? RS_TX_RING : RS_TX_STALL_CREDIT;
 	if (f->ready && rs_flow_next_chunk(f, c))
 		return may ? RS_TX_DATA : RS_TX_STALL_CREDIT;
 	if (f->ready && f->fin_wanted && !f->fin_sent && !rs_flow_tx_unsent(f))
@@ -225,4 +229,156 @@ bool rs_flow_window_due(const struct rs_flow *f)
 void rs_flow_window_sent(struct rs_flow *f)
 {
 	f->rx_announced = f->rx_cons;
+}
+
+/*
+ * The receiver's own round trip estimate, as TCP's tcp_rcv_rtt_measure():
+ * from a window announcement (any control message carries cons) to the
+ * arrival of the bytes that fill three quarters of the window it opened.
+ * A sender that the window holds back writes them as soon as the
+ * announcement reaches it, so the time is a round trip; a sender slower
+ * than that only makes it longer, so the least sample is kept. (The
+ * sender's samples of its own work requests, rs_rtt.c, need an empty send
+ * queue, which a busy connection in both directions rarely has.)
+ */
+void rs_flow_rx_rtt_start(struct rs_flow *f, u64 now_us)
+{
+	if (f->rx_edge_us)
+		return;
+	f->rx_edge = f->rx_cons + f->rx_size - f->rx_size / 4;
+	f->rx_edge_us = now_us ?: 1;
+}
+
+static void rs_flow_rx_rtt_sample(struct rs_flow *f, u64 now_us)
+{
+	u64 us;
+
+	if (!f->rx_edge_us || f->rx_prod < f->rx_edge)
+		return;
+	us = now_us > f->rx_edge_us ? now_us - f->rx_edge_us : 1;
+	if (us > 0xffffffffULL)
+		us = 0xffffffffULL;
+	if (!f->rx_rtt_us || us < f->rx_rtt_us)
+		f->rx_rtt_us = (u32)us;
+	f->rx_edge_us = 0;
+}
+
+/*
+ * Stream buffer growth, the receiver's side. As TCP grows its receive
+ * window to what arrives in a round trip, a receiver whose peer wrote at
+ * least half its buffer in the last round trip (rx_rtt_us) offers a
+ * buffer twice the size: the window, not the link, was what limited the
+ * peer. Called as data arrives (now_us, monotonic); true when a bigger
+ * buffer is wanted. A round that lasted longer than four round trips saw
+ * the link idle, and says nothing.
+ */
+bool rs_flow_rx_rate(struct rs_flow *f, u64 now_us)
+{
+	u64 took, got;
+	u32 rtt_us;
+
+	rs_flow_rx_rtt_sample(f, now_us);
+	rtt_us = f->rx_rtt_us;
+	if (!rtt_us)
+		return false;
+	if (!f->rx_mark_us) {
+		f->rx_mark = f->rx_prod;
+		f->rx_mark_us = now_us ?: 1;
+		return false;
+	}
+	took = now_us - f->rx_mark_us;
+	if (took < rtt_us)
+		return false;
+	got = f->rx_prod - f->rx_mark;
+	f->rx_mark = f->rx_prod;
+	f->rx_mark_us = now_us ?: 1;
+	if (took > 4ULL * rtt_us)
+		return false;
+	/* got per round trip (got * rtt / took) >= half the buffer */
+	return got >= (u64)f->rx_size * took / (2ULL * rtt_us);
+}
+
+/* The size to offer next, at most max, or 0: none, or one under way. */
+u32 rs_flow_rx_grow_size(const struct rs_flow *f, u32 max)
+{
+	if (!f->ring_ok || !f->setup_sent || f->rx_grow != RS_RXG_NONE ||
+	    f->rx_size >= max || f->rx_size >= RS_RING_MAX)
+		return 0;
+	return f->rx_size << 1;
+}
+
+/* A buffer of size bytes is registered: RING goes to the peer next. */
+void rs_flow_rx_offer(struct rs_flow *f, u32 size)
+{
+	f->rx_new_size = size;
+	f->rx_grow = RS_RXG_OFFERED;
+	f->ring_wanted = true;
+}
+
+/*
+ * RING_ACK: the peer writes the new buffer from stream byte at on, and
+ * every byte before it has arrived (RC delivers in order: its WRITEs
+ * came before this message), so at must be rx_prod. False if it is not,
+ * or if no RING went out. The window the peer may fill is the new size
+ * from then on: bytes at or past at land at their offset modulo it.
+ */
+bool rs_flow_on_ring_ack(struct rs_flow *f, u64 at)
+{
+	if (f->rx_grow != RS_RXG_OFFERED || f->ring_wanted || at != f->rx_prod)
+		return false;
+	RS_STORE_ONCE(&f->rx_switch, at);
+	f->rx_grow = RS_RXG_SWITCHED;
+	RS_STORE_ONCE(&f->rx_size, f->rx_new_size);
+	return true;
+}
+
+/* Of len bytes from stream byte off, how many lie in the same buffer. */
+u32 rs_flow_rx_piece(const struct rs_flow *f, u64 off, u32 len)
+{
+	u64 sw = RS_LOAD_ONCE(&f->rx_switch);
+
+	if (off < sw && sw - off < len)
+		return (u32)(sw - off);
+	return len;
+}
+
+/* Every byte of the old buffer has been read: it may go. */
+bool rs_flow_rx_retire_due(const struct rs_flow *f)
+{
+	return f->rx_cons >= RS_LOAD_ONCE(&f->rx_switch);
+}
+
+/* The old buffer is gone: the next growth may start. */
+void rs_flow_rx_retired(struct rs_flow *f)
+{
+	RS_STORE_ONCE(&f->rx_switch, RS_RX_NO_SWITCH);
+	f->rx_grow = RS_RXG_NONE;
+}
+
+/*
+ * The sender's side: RING offered a bigger buffer of size bytes. False
+ * if it is not plausible (not a power of two, not bigger, or one is
+ * still to be answered). RING_ACK goes out next (rs_flow_next()).
+ */
+bool rs_flow_on_ring(struct rs_flow *f, u32 size)
+{
+	if (!f->ring_ok || f->ring_ack_wanted || !f->peer_size ||
+	    size <= f->peer_size || size > RS_RING_MAX || (size & (size - 1)))
+		return false;
+	f->peer_new_size = size;
+	f->ring_ack_wanted = true;
+	return true;
+}
+
+/*
+ * RING_ACK is posted, naming tx_sent: from here on bytes go to the new
+ * buffer, at their offset modulo its size. The window stays right: the
+ * bytes the peer has not consumed yet, in either buffer, all lie in
+ * [peer_cons, tx_sent), so the new buffer holds at most tx_sent -
+ * peer_cons of them, which is what rs_flow_peer_space() counts.
+ */
+void rs_flow_ring_switch(struct rs_flow *f)
+{
+	f->peer_size = f->peer_new_size;
+	f->ring_ack_wanted = false;
 }

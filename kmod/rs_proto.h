@@ -36,6 +36,14 @@ typedef uint8_t u8;
 #define RS_STORE_RELEASE(p, v)	__atomic_store_n(p, v, __ATOMIC_RELEASE)
 #define RS_STORE_ONCE(p, v)	__atomic_store_n(p, v, __ATOMIC_RELAXED)
 #endif
+#ifdef __KERNEL__
+#define RS_LOAD_ONCE(p)		READ_ONCE(*(p))
+#else
+#define RS_LOAD_ONCE(p)		__atomic_load_n(p, __ATOMIC_RELAXED)
+#endif
+
+/* rx_switch while no byte is in a new stream buffer */
+#define RS_RX_NO_SWITCH		(~0ULL)
 
 #define RS_PROTO_VERSION	2
 
@@ -80,6 +88,33 @@ struct rs_flow {
 	bool fin_wanted;	/* the application shut down writing */
 	bool fin_sent;
 	bool tx_paused;		/* no data goes: the send ring is moving */
+	/* stream buffer growth (docs/design.md "Stream buffer autotuning") */
+	bool ring_ok;		/* the peer speaks RING (its CM flag) */
+	bool ring_wanted;	/* receiver: RING to post */
+	bool ring_ack_wanted;	/* sender: RING_ACK to post */
+	u8 rx_grow;		/* receiver: RS_RXG_* */
+	u32 rx_new_size;	/* receiver: the buffer RING offers */
+	u32 peer_new_size;	/* sender: the buffer the peer's RING offered */
+	u64 rx_switch;		/* the new buffer's first byte once RING_ACK
+				 * came; RS_RX_NO_SWITCH otherwise
+				 */
+	u64 rx_mark;		/* rx_prod when the rate round began */
+	u64 rx_mark_us;		/* ...and when, in microseconds (0: not yet) */
+	u64 rx_edge;		/* a window announced at rx_edge_us ends... */
+	u64 rx_edge_us;		/* ...about here (0: no measurement) */
+	u32 rx_rtt_us;		/* round trip as the receiver sees it, least
+				 * sample so far (0: none yet)
+				 */
+};
+
+/* The receiver's stream buffer growth, one move at a time. */
+enum rs_rx_grow {
+	RS_RXG_NONE,		/* one buffer */
+	RS_RXG_OFFERED,		/* a bigger one registered, RING sent or due */
+	RS_RXG_SWITCHED,	/* RING_ACK came: bytes from rx_switch on are
+				 * in the new buffer, the old one holds the
+				 * unread bytes below it
+				 */
 };
 
 /* What the sender should post next. */
@@ -88,6 +123,7 @@ enum rs_tx_action {
 	RS_TX_DATA,		/* the chunk filled in */
 	RS_TX_FIN,
 	RS_TX_ACK,
+	RS_TX_RING,		/* RING or RING_ACK (ring_ack_wanted) */
 	RS_TX_STALL_WINDOW,	/* data queued, peer's buffer full */
 	RS_TX_STALL_CREDIT,	/* something to send, no receive slot */
 };
@@ -143,6 +179,28 @@ bool rs_flow_on_window(struct rs_flow *f, u64 cons);
 void rs_flow_on_recv_posted(struct rs_flow *f);
 
 void rs_flow_consume(struct rs_flow *f, u32 len);
+
+void rs_flow_rx_rtt_start(struct rs_flow *f, u64 now_us);
+bool rs_flow_rx_rate(struct rs_flow *f, u64 now_us);
+u32 rs_flow_rx_grow_size(const struct rs_flow *f, u32 max);
+void rs_flow_rx_offer(struct rs_flow *f, u32 size);
+bool rs_flow_on_ring_ack(struct rs_flow *f, u64 at);
+u32 rs_flow_rx_piece(const struct rs_flow *f, u64 off, u32 len);
+bool rs_flow_rx_retire_due(const struct rs_flow *f);
+void rs_flow_rx_retired(struct rs_flow *f);
+bool rs_flow_on_ring(struct rs_flow *f, u32 size);
+void rs_flow_ring_switch(struct rs_flow *f);
+
+/*
+ * Receiver: stream byte off lies in the new buffer. A reader without the
+ * lock may see rx_switch late, as RS_RX_NO_SWITCH: harmless, since the
+ * release of rx_prod past it publishes it first, and it reads only bytes
+ * below rx_prod.
+ */
+static inline bool rs_flow_rx_in_new(const struct rs_flow *f, u64 off)
+{
+	return off >= RS_LOAD_ONCE(&f->rx_switch);
+}
 bool rs_flow_ack_due(const struct rs_flow *f);
 bool rs_flow_window_due(const struct rs_flow *f);
 void rs_flow_window_sent(struct rs_flow *f);

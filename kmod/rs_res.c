@@ -394,6 +394,8 @@ void rs_transport_destroy(struct rs_sock *rs, struct rdma_cm_id *id)
 	}
 	rs_dslots_free(rs);
 	rs_ring_unmap(&rs->rx, dev, DMA_FROM_DEVICE);
+	rs_ring_unmap(&rs->rx_new, dev, DMA_FROM_DEVICE);
+	rs_ring_unmap(&rs->rx_old, dev, DMA_FROM_DEVICE);
 	rs_ring_unmap(&rs->tx, dev, DMA_TO_DEVICE);
 	rs_ring_unmap(&rs->tx_new, dev, DMA_TO_DEVICE);
 	rs_ring_unmap(&rs->tx_old, dev, DMA_TO_DEVICE);
@@ -433,6 +435,8 @@ bool rs_fence(struct rs_sock *rs, int err)
 void rs_transport_free_rings(struct rs_sock *rs)
 {
 	rs_ring_free(&rs->rx);
+	rs_ring_free(&rs->rx_new);
+	rs_ring_free(&rs->rx_old);
 	rs_ring_free(&rs->tx);
 	rs_ring_free(&rs->tx_new);
 	rs_ring_free(&rs->tx_old);

@@ -37,7 +37,8 @@ int rs_post_recv_locked(struct rs_sock *rs, struct rs_recv *r)
  */
 static bool rs_recv_data_locked(struct rs_sock *rs, u32 imm, u32 arrived)
 {
-	u32 len, credits, off = (u32)rs->flow.rx_prod & (rs->rx.size - 1);
+	struct rs_ring *r = rs_rx_ring(rs, rs->flow.rx_prod);
+	u32 len, credits, off = (u32)rs->flow.rx_prod & (r->size - 1);
 
 	if (imm & RS_IMM_DIRECT)
 		return false;
@@ -46,9 +47,10 @@ static bool rs_recv_data_locked(struct rs_sock *rs, u32 imm, u32 arrived)
 		return false;
 	/* the HCA is done with them: the CPU's before rx_prod says so */
 	if (len <= rs->flow.rx_size - rs_flow_rx_avail(&rs->flow))
-		rs_ring_sync(&rs->rx, off, len, true);
+		rs_ring_sync(r, off, len, true);
 	if (!rs_flow_on_data(&rs->flow, len))
 		return false;
+	rs_rx_rate_locked(rs);
 	/* the first data since a receive began to wait: when it came */
 	if (rs->rx_data_ns < READ_ONCE(rs->rx_wait_ns))
 		WRITE_ONCE(rs->rx_data_ns, ktime_get_ns());
@@ -234,22 +236,29 @@ static void rs_rx_wait(struct rs_sock *rs, long *timeo, u32 skip, u64 *since)
 		rs_spin_sample(&rs->spin, end - *since, max);
 }
 
-/* Copy up to len bytes at skip past rx_cons; consume them unless peeking. */
+/*
+ * Copy up to len bytes at skip past rx_cons; consume them unless peeking.
+ * Returns the bytes copied: they may stop short at the end of a stream
+ * buffer that grew (rs_rxgrow.c), or a negative errno.
+ */
 static int rs_rx_copy(struct rs_sock *rs, struct msghdr *msg, u32 len,
 		      u32 skip, bool peek)
 {
-	u32 off = (u32)(rs->flow.rx_cons + skip) & (rs->rx.size - 1);
+	u64 pos = rs->flow.rx_cons + skip;
+	struct rs_ring *r = rs_rx_ring(rs, pos);
+	u32 off = (u32)pos & (r->size - 1);
 	struct rs_writers w;
 	bool wake;
 	int err;
 
-	err = rs_ring_copy_out(&rs->rx, off, &msg->msg_iter, len);
+	len = rs_flow_rx_piece(&rs->flow, pos, len);
+	err = rs_ring_copy_out(r, off, &msg->msg_iter, len);
 	if (err || peek)
-		return err;
+		return err ?: len;
 	spin_lock_bh(&rs->lock);
 	/* back to the HCA before the window update can reveal the space */
 	if (!rs->dead)
-		rs_ring_sync(&rs->rx, off, len, false);
+		rs_ring_sync(r, off, len, false);
 	rs_flow_consume(&rs->flow, len);
 	/* inline writes this push posts free send-ring space at once */
 	rs_writers_snap_locked(rs, &w);
@@ -258,7 +267,7 @@ static int rs_rx_copy(struct rs_sock *rs, struct msghdr *msg, u32 len,
 	spin_unlock_bh(&rs->lock);
 	if (wake)
 		rs_write_space(&rs->sk);
-	return 0;
+	return len;
 }
 
 /* A receive timeout or a signal: the caller's, not the connection's. */
@@ -302,8 +311,10 @@ int rs_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 		if (avail) {
 			n = min_t(size_t, avail, len - copied);
 			err = rs_rx_copy(rs, msg, n, skip, peek);
-			if (err)
+			if (err < 0)
 				break;
+			n = err;
+			err = 0;
 			copied += n;
 			if (!peek)
 				rs_drecv_learn(rs, n, false);
@@ -357,6 +368,8 @@ int rs_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 		if (rs_rx_stop(rs, skip))
 			since = 0;
 	}
+	if (copied && !peek)
+		rs_rx_tune(rs);
 out:
 	release_sock(sk);
 	return copied ? copied : err;

@@ -174,8 +174,8 @@ TRACE_EVENT(rdmastream_pin_release,
 		  __entry->drained, __entry->hca_done)
 );
 
-/* The send ring grew, or shrank back, to size bytes (rs_txgrow.c). */
-TRACE_EVENT(rdmastream_tx_resize,
+/* A ring's new size in bytes. */
+DECLARE_EVENT_CLASS(rdmastream_resize,
 	TP_PROTO(const struct sock *sk, u32 size),
 	TP_ARGS(sk, size),
 	TP_STRUCT__entry(
@@ -187,6 +187,18 @@ TRACE_EVENT(rdmastream_tx_resize,
 		__entry->size = size;
 	),
 	TP_printk("sk=%p size=%u", __entry->sk, __entry->size)
+);
+
+/* The send ring grew, or shrank back, to size bytes (rs_txgrow.c). */
+DEFINE_EVENT(rdmastream_resize, rdmastream_tx_resize,
+	TP_PROTO(const struct sock *sk, u32 size),
+	TP_ARGS(sk, size)
+);
+
+/* A stream buffer of size bytes is offered to the peer (rs_rxgrow.c). */
+DEFINE_EVENT(rdmastream_resize, rdmastream_rx_resize,
+	TP_PROTO(const struct sock *sk, u32 size),
+	TP_ARGS(sk, size)
 );
 
 /* A connection's QP ack timeout (4.096 us << exp) and retry count. */

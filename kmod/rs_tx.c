@@ -262,6 +262,11 @@ void rs_push_locked(struct rs_sock *rs)
 						RS_MSG_FIN : RS_MSG_ACK))
 				return;
 			continue;
+		case RS_TX_RING:
+			if (rs_ctrl_post_locked(rs, rs->flow.ring_ack_wanted ?
+						RS_MSG_RING_ACK : RS_MSG_RING))
+				return;
+			continue;
 		case RS_TX_STALL_CREDIT:
 			rs->stats.credit_stalls++;
 			rs_probe_arm_locked(rs, RS_PROBE_INTERVAL);

@@ -62,7 +62,7 @@ static u32 rs_tx_grow_wrs(struct rs_sock *rs, u32 size)
  * three quarters of mem_max (as tcp_mem's pressure threshold lies below
  * its limit). Send rings then neither grow nor stay grown.
  */
-static bool rs_mem_pressure(void)
+bool rs_mem_pressure(void)
 {
 	return atomic_long_read(&rs_mem_used) >
 	       (long)(min_t(unsigned long, READ_ONCE(rs_mem_max), LONG_MAX) /
@@ -93,8 +93,14 @@ static u32 rs_tx_grow_size(struct rs_sock *rs)
 	return size;
 }
 
-/* Step 1, under tlock: 0, or an errno with nothing left behind. */
-static int rs_tx_new_alloc(struct rs_sock *rs, u32 size)
+/*
+ * A ring that grows another: size bytes in MRs of seg bytes, counted in
+ * mem_max and charged to the owner's memory cgroup. Growing is optional,
+ * so it fails rather than reclaim hard or OOM-kill. Under tlock: 0, or
+ * an errno with nothing left behind.
+ */
+int rs_ring_new(struct rs_sock *rs, struct rs_ring *r, u32 size,
+		enum dma_data_direction dir, u32 seg)
 {
 	struct mem_cgroup *old;
 	int ret;
@@ -103,17 +109,15 @@ static int rs_tx_new_alloc(struct rs_sock *rs, u32 size)
 		return -ECONNABORTED;
 	if (!rs_mem_charge(size))
 		return -ENOBUFS;
-	/* growing is optional: fail rather than reclaim hard or OOM-kill */
 	old = rs_set_active_memcg(rs->memcg);
-	ret = rs_ring_alloc(&rs->tx_new, size, __GFP_NORETRY | __GFP_NOWARN);
+	ret = rs_ring_alloc(r, size, __GFP_NORETRY | __GFP_NOWARN);
 	rs_set_active_memcg(old);
 	if (!ret)
-		ret = rs_ring_map(&rs->tx_new, rs->dev, rs->pd, DMA_TO_DEVICE,
-				  rs_dev_seg_max(rs->dev));
+		ret = rs_ring_map(r, rs->dev, rs->pd, dir, seg);
 	if (ret) {
-		rs_ring_unmap(&rs->tx_new, rs->dev, DMA_TO_DEVICE);
-		rs_ring_free(&rs->tx_new);
-		memset(&rs->tx_new, 0, sizeof(rs->tx_new));
+		rs_ring_unmap(r, rs->dev, dir);
+		rs_ring_free(r);
+		memset(r, 0, sizeof(*r));
 		rs_mem_uncharge(size);
 		return ret;
 	}
@@ -158,11 +162,12 @@ static int rs_tx_new_post(struct rs_sock *rs)
 }
 
 /* A ring that the HCA cannot reach (any more): unmap, free, uncharge. */
-static void rs_tx_ring_release(struct rs_sock *rs, struct rs_ring *r)
+void rs_ring_drop(struct rs_sock *rs, struct rs_ring *r,
+		  enum dma_data_direction dir)
 {
 	u32 size = r->size;
 
-	rs_ring_unmap(r, rs->dev, DMA_TO_DEVICE);
+	rs_ring_unmap(r, rs->dev, dir);
 	rs_ring_free(r);
 	memset(r, 0, sizeof(*r));
 	rs->mem -= size;
@@ -205,7 +210,7 @@ static void rs_tx_reap_tlocked(struct rs_sock *rs)
 	}
 	spin_unlock_bh(&rs->lock);
 	if (old.vaddr)
-		rs_tx_ring_release(rs, &old);
+		rs_ring_drop(rs, &old, DMA_TO_DEVICE);
 }
 
 /*
@@ -219,11 +224,12 @@ static bool rs_tx_move(struct rs_sock *rs, u32 size)
 	/* a teardown may hold tlock while it drains: SIGKILL ends the wait */
 	if (mutex_lock_killable(&rs->tlock))
 		return false;
-	ret = rs_tx_new_alloc(rs, size);
+	ret = rs_ring_new(rs, &rs->tx_new, size, DMA_TO_DEVICE,
+			  rs_dev_seg_max(rs->dev));
 	if (!ret) {
 		ret = rs_tx_new_post(rs);
 		if (ret == -EAGAIN)
-			rs_tx_ring_release(rs, &rs->tx_new);
+			rs_ring_drop(rs, &rs->tx_new, DMA_TO_DEVICE);
 	}
 	if (!ret) {
 		rs_tx_swap(rs);

@@ -637,8 +637,13 @@ static void fz_ctl_field(struct fz *f)
 	/* the module may write our ADVERT's memory (or anywhere) */
 	if (m[0] == T_ADVERT)
 		f->taint_in = true;
-	/* a DIRECT or FIN that the module takes may change the stream */
-	if (m[0] == T_DIRECT || m[0] == 3 || m[0] == T_CANCEL_ACK)
+	/*
+	 * a DIRECT or FIN that the module takes may change the stream, and
+	 * so may a RING_ACK (10) it takes (it then reads a buffer we do not
+	 * write)
+	 */
+	if (m[0] == T_DIRECT || m[0] == 3 || m[0] == T_CANCEL_ACK ||
+	    m[0] == 10)
 		f->tainted = true;
 	if (m[0] == 3)
 		f->fin_sent = true;
@@ -878,8 +883,9 @@ static uint8_t fz_pdata(struct fz *f, uint8_t *pd, bool bad, uint8_t *rnr,
 		*must_fail = pd[0] != WIRE_VERSION;
 		break;
 	case 3:
+		/* flag 0x01 says we take RING (we ignore it); others: unknown */
 		pd[1] = 1 + fz_below(f, 255);
-		*must_fail = 1;
+		*must_fail = (pd[1] & ~0x01) != 0;
 		break;
 	case 4:
 		put32(pd, 2, 0);

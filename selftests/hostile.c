@@ -48,6 +48,16 @@
  * hostile_err.send_error_kept: the same for a send() that queued bytes
  *             before a reset: the next send() says EPROTO, not EPIPE.
  *
+ * RING (a bigger stream buffer, docs/wire-format.md), from a peer that
+ * negotiated it (CM flag 0x01):
+ * ring.follow:  the module answers RING with RING_ACK naming the bytes it
+ *             had sent, and writes the next bytes into the new buffer, at
+ *             their offset modulo its size; the old one is left alone.
+ * ring.smaller, ring.odd: a RING whose size is not bigger, or not a power
+ *             of two: EPROTO.
+ * ring.ack:   a RING_ACK for a RING the module never sent: EPROTO.
+ * ring.unasked: a RING from a peer that did not negotiate it: EPROTO.
+ *
  * Half-open: peers that send their REQ and never complete the handshake
  * (they never read the REP, so no RTU goes out; the CM gives up after
  * tens of seconds) fill the listener's backlog but hold no ring memory
@@ -126,8 +136,8 @@ FIXTURE_VARIANT_ADD(hostile, flags) { .attack = FLAGS };
 FIXTURE_VARIANT_ADD(hostile, iova) { .attack = IOVA };
 
 /* Accept the hostile peer's connection; it has the SETUP by then. */
-static void peer_accept(struct __test_metadata *_metadata, int *lfd,
-			  int *s, struct peer *p)
+static void peer_accept_flags(struct __test_metadata *_metadata, int *lfd,
+			      int *s, struct peer *p, uint8_t flags)
 {
 	struct sockaddr_in sin;
 
@@ -145,12 +155,18 @@ static void peer_accept(struct __test_metadata *_metadata, int *lfd,
 		return;
 	rs_watchdog(120);
 	*lfd = rs_listener(_metadata, &sin);
-	ASSERT_EQ(0, peer_connect(p, &sin, 0))
+	ASSERT_EQ(0, peer_connect(p, &sin, flags))
 		TH_LOG("hostile peer could not connect: %s", strerror(errno));
 	*s = rs_accept(_metadata, *lfd);
 	ASSERT_EQ(0, peer_setup(p)) TH_LOG("no SETUP from the module");
 	ASSERT_GE(p->size, 16384U);
 	ASSERT_EQ(0, rs_set_timeo(*s, SO_RCVTIMEO, 10000));
+}
+
+static void peer_accept(struct __test_metadata *_metadata, int *lfd,
+			int *s, struct peer *p)
+{
+	peer_accept_flags(_metadata, lfd, s, p, 0);
 }
 
 static void peer_release(int lfd, int s, struct peer *p)
@@ -666,6 +682,127 @@ TEST_F_TIMEOUT(halfopen, backlog_without_rings, 120)
 	ASSERT_EQ(1, rs_recv_all(s, &b, 1, 0));
 	close(s);
 	close(fd);
+}
+
+/* ---- RING: the peer's stream buffer grows ---- */
+
+enum { T_RING = 9, T_RING_ACK = 10 };
+#define PEER_RING_OFF	(512 * 1024)	/* the new buffer, in target */
+
+enum ring_case { RING_FOLLOW, RING_SMALLER, RING_ODD, RING_ACK, RING_UNASKED };
+
+FIXTURE(ring)
+{
+	int lfd;
+	int s;
+	struct peer p;
+};
+
+FIXTURE_VARIANT(ring)
+{
+	enum ring_case what;
+};
+
+FIXTURE_VARIANT_ADD(ring, follow) { .what = RING_FOLLOW };
+FIXTURE_VARIANT_ADD(ring, smaller) { .what = RING_SMALLER };
+FIXTURE_VARIANT_ADD(ring, odd) { .what = RING_ODD };
+FIXTURE_VARIANT_ADD(ring, ack) { .what = RING_ACK };
+FIXTURE_VARIANT_ADD(ring, unasked) { .what = RING_UNASKED };
+
+/* The peer connects, with RING unless unasked, and gives its SETUP. */
+FIXTURE_SETUP(ring)
+{
+	peer_accept_flags(_metadata, &self->lfd, &self->s, &self->p,
+			  variant->what == RING_UNASKED ? 0 : 0x01);
+	if (self->s >= 0) {
+		ASSERT_EQ(0, peer_send_setup(&self->p));
+		ASSERT_EQ(0, rs_set_timeo(self->s, SO_RCVTIMEO, 3000));
+	}
+}
+
+FIXTURE_TEARDOWN(ring)
+{
+	peer_release(self->lfd, self->s, &self->p);
+}
+
+/* The module's next WRITE WITH IMMEDIATE into our buffer: its length. */
+static int ring_write_len(struct peer *p)
+{
+	struct ibv_wc wc;
+
+	for (;;) {
+		if (cq_wait(p, &wc, 10000) != IBV_WC_SUCCESS)
+			return -1;
+		if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM)
+			return ntohl(wc.imm_data) & 0xffffff;
+	}
+}
+
+/* A RING: size bytes of target from PEER_RING_OFF on. */
+static int ring_send(struct peer *p, uint32_t size)
+{
+	return peer_ctl_mem(p, T_RING, size,
+			    (uintptr_t)p->target + PEER_RING_OFF, 0, 0);
+}
+
+static void ring_follow(struct __test_metadata *_metadata, int s,
+			struct peer *p)
+{
+	char a[4096], b[4096];
+	const unsigned char *m;
+	struct rdmastream_info info;
+	socklen_t len = sizeof(info);
+	char *nb = p->target + PEER_RING_OFF;
+
+	memset(a, 'a', sizeof(a));
+	memset(b, 'b', sizeof(b));
+	ASSERT_EQ((ssize_t)sizeof(a), send(s, a, sizeof(a), 0));
+	ASSERT_EQ((int)sizeof(a), ring_write_len(p));
+	ASSERT_EQ(0, memcmp(p->target, a, sizeof(a)));
+	ASSERT_EQ(0, ring_send(p, 128 * 1024));
+	m = peer_msg(p, T_RING_ACK, 10000);
+	ASSERT_NE(NULL, m) TH_LOG("no RING_ACK");
+	EXPECT_EQ(sizeof(a), get64(m, 24)) TH_LOG("RING_ACK names the wrong byte");
+	ASSERT_EQ(0, getsockopt(s, SOL_RDMASTREAM, RDMASTREAM_INFO, &info,
+				&len));
+	EXPECT_EQ(128 * 1024, info.rsi_peer_ring);
+	/* byte 4096 of the stream: offset 4096 of the new buffer */
+	ASSERT_EQ((ssize_t)sizeof(b), send(s, b, sizeof(b), 0));
+	ASSERT_EQ((int)sizeof(b), ring_write_len(p));
+	EXPECT_EQ(0, memcmp(nb + sizeof(a), b, sizeof(b)))
+		TH_LOG("the bytes after RING_ACK are not in the new buffer");
+	EXPECT_EQ(0, memcmp(p->target, a, sizeof(a)));
+	EXPECT_EQ(0, p->target[sizeof(a)]) TH_LOG("the old buffer was written");
+	EXPECT_EQ(0, nb[0]);
+}
+
+TEST_F(ring, wire)
+{
+	char buf[16];
+	ssize_t n;
+
+	RS_SKIP_TCP("speaks the rdmastream wire protocol");
+	switch (variant->what) {
+	case RING_FOLLOW:
+		ring_follow(_metadata, self->s, &self->p);
+		return;
+	case RING_SMALLER:
+		ASSERT_EQ(0, ring_send(&self->p, 32 * 1024));
+		break;
+	case RING_ODD:
+		ASSERT_EQ(0, ring_send(&self->p, 96 * 1024));
+		break;
+	case RING_ACK:
+		peer_ctl_fill(&self->p, T_RING_ACK, 0, 0, 0, 0);
+		ASSERT_EQ(0, peer_ctl_send(&self->p));
+		break;
+	case RING_UNASKED:
+		ASSERT_EQ(0, ring_send(&self->p, 128 * 1024));
+		break;
+	}
+	n = recv(self->s, buf, sizeof(buf), 0);
+	EXPECT_EQ(-1, n);
+	EXPECT_EQ(EPROTO, errno) TH_LOG("recv: %s", strerror(errno));
 }
 
 TEST_HARNESS_MAIN

@@ -10,6 +10,9 @@
  * arrivals are delayed at random. Both directions carry a reference byte
  * stream written and read in random sizes; every byte is checked, and the
  * run must end with every byte and the FIN delivered (no deadlock).
+ * Send rings grow at random, and so do stream buffers: RING offers a new
+ * buffer, RING_ACK names the byte from which the sender writes there, and
+ * each WRITE lands in the buffer the sender addressed (its rkey).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -27,11 +30,12 @@ static u8 stream_byte(int dir, u64 off)
 	return (u8)(x >> 29);
 }
 
-enum { M_DATA, M_FIN, M_ACK };
+enum { M_DATA, M_FIN, M_ACK, M_RING, M_RING_ACK };
 
 struct msg {
 	int type;
 	u32 len, credits, remote_off;
+	unsigned int gen;	/* M_DATA: the buffer addressed (its rkey) */
 	u64 cons, total, tx_end;
 	u8 *payload;
 };
@@ -55,6 +59,13 @@ struct end {
 	bool fin_rcvd;
 	u32 grow_max;		/* the send ring may grow to this */
 	unsigned int grows;
+	/* stream buffers: rx (generation rx_gen, rx_cur bytes), rx_new */
+	u8 *rx_new;
+	u32 rx_cur;
+	unsigned int rx_gen;
+	unsigned int peer_gen;	/* the peer buffer our WRITEs address */
+	u32 rx_max;		/* the stream buffer may grow to this */
+	unsigned int rx_grows;
 };
 
 static bool q_empty(struct queue *q)
@@ -77,7 +88,7 @@ static struct msg q_pop(struct queue *q)
 
 static struct queue wire[2];	/* wire[d]: in flight from end d */
 static struct end ends[2];
-static unsigned long total_grows;
+static unsigned long total_grows, total_rx_grows;
 
 /* Post everything the core allows, as rs_push_locked() does. */
 static int push(int d)
@@ -101,6 +112,7 @@ static int push(int d)
 			m.type = M_DATA;
 			m.len = c.len;
 			m.remote_off = c.remote_off;
+			m.gen = e->peer_gen;
 			m.payload = malloc(c.len);
 			for (u32 i = 0; i < c.len; i++)
 				m.payload[i] = e->tx[(c.local_off + i) &
@@ -121,6 +133,23 @@ static int push(int d)
 			if (act == RS_TX_FIN)
 				f->fin_sent = true;
 			break;
+		case RS_TX_RING:
+			m.credits = rs_flow_take_owed(f);
+			m.cons = f->rx_cons;
+			m.tx_end = f->tx_sent;
+			if (f->ring_ack_wanted) {
+				m.type = M_RING_ACK;
+				m.total = f->tx_sent;
+				rs_flow_ring_switch(f);
+				e->peer_gen++;
+			} else {
+				m.type = M_RING;
+				m.len = f->rx_new_size;
+				f->ring_wanted = false;
+			}
+			rs_flow_msg_sent(f);
+			rs_flow_window_sent(f);
+			break;
 		default:
 			return 0;
 		}
@@ -139,9 +168,18 @@ static int arrive(int d)
 		return -1;
 	r->slots_free--;
 	if (m.type == M_DATA) {
+		/* the HCA checks the rkey: one of the two registered buffers */
+		u8 *buf = m.gen == r->rx_gen ? r->rx :
+			  m.gen == r->rx_gen + 1 ? r->rx_new : NULL;
+		u32 size = m.gen == r->rx_gen ? r->rx_cur : r->f.rx_new_size;
+
+		if (!CHECK(buf, "WRITE to buffer %u, %u registered", m.gen,
+			   r->rx_gen))
+			return -1;
+		if (!CHECK(m.remote_off + m.len <= size, "WRITE past the buffer"))
+			return -1;
 		for (u32 i = 0; i < m.len; i++)
-			r->rx[(m.remote_off + i) & (r->f.rx_size - 1)] =
-				m.payload[i];
+			buf[m.remote_off + i] = m.payload[i];
 		free(m.payload);
 		m.payload = NULL;
 	}
@@ -171,6 +209,13 @@ static int process(int d)
 				return -1;
 			e->fin_rcvd = true;
 		}
+		if (m.type == M_RING &&
+		    !CHECK(rs_flow_on_ring(f, m.len), "RING %u refused", m.len))
+			return -1;
+		if (m.type == M_RING_ACK &&
+		    !CHECK(rs_flow_on_ring_ack(f, m.total), "RING_ACK %llu refused",
+			   (unsigned long long)m.total))
+			return -1;
 	}
 	e->slots_free++;		/* reposted at once */
 	rs_flow_on_recv_posted(f);
@@ -263,8 +308,13 @@ static int app_read(int d)
 
 	if (n > want)
 		n = want;
+	/* a read stops at the old buffer's end, as rs_rx_copy() does */
+	n = rs_flow_rx_piece(f, f->rx_cons, n);
 	for (u32 i = 0; i < n; i++) {
-		u8 b = e->rx[(f->rx_cons + i) & (f->rx_size - 1)];
+		u64 o = f->rx_cons + i;
+		u8 b = rs_flow_rx_in_new(f, o) ?
+		       e->rx_new[o & (f->rx_size - 1)] :
+		       e->rx[o & (e->rx_cur - 1)];
 
 		if (!CHECK(b == stream_byte(!d, e->read + i),
 		      "byte %llu of stream %d corrupt",
@@ -273,15 +323,42 @@ static int app_read(int d)
 	}
 	e->read += n;
 	rs_flow_consume(f, n);
+	if (rs_flow_rx_retire_due(f)) {
+		/* rs_rx_retire(): the old buffer goes, the new one is rx */
+		free(e->rx);
+		e->rx = e->rx_new;
+		e->rx_new = NULL;
+		e->rx_cur = f->rx_size;
+		e->rx_gen++;
+		rs_flow_rx_retired(f);
+	}
+	return push(d);
+}
+
+/* rs_rx_grow(): register a buffer twice the size and offer it. */
+static int rx_grow(int d)
+{
+	struct end *e = &ends[d];
+	u32 size = rs_flow_rx_grow_size(&e->f, e->rx_max);
+
+	if (!size)
+		return 0;
+	if (!CHECK(size == e->f.rx_size * 2 && !e->rx_new, "grow to %u", size))
+		return -1;
+	e->rx_new = calloc(1, size);
+	rs_flow_rx_offer(&e->f, size);
+	e->rx_grows++;
 	return push(d);
 }
 
 static void setup(u32 seed)
 {
 	u32 rings[2], nrecv[2];
+	bool ring_ok;
 
 	rng_state = 0x2545f4914f6cdd1dULL ^ ((u64)seed << 20) ^ seed;
 	memset(wire, 0, sizeof(wire));
+	ring_ok = rnd(4) != 0;	/* both ends negotiated RING, or neither */
 	for (int d = 0; d < 2; d++) {
 		rings[d] = RS_RING_MIN << rnd(4);
 		nrecv[d] = RS_RECV_MIN + rnd(2) * rnd(61);
@@ -292,6 +369,7 @@ static void setup(u32 seed)
 
 		free(e->tx);
 		free(e->rx);
+		free(e->rx_new);
 		memset(e, 0, sizeof(*e));
 		rs_flow_init(&e->f, tx, rings[d], nrecv[d],
 			     1024 << rnd(8));
@@ -300,6 +378,9 @@ static void setup(u32 seed)
 		e->f.setup_sent = true;
 		e->tx = calloc(1, tx);
 		e->rx = calloc(1, rings[d]);
+		e->rx_cur = rings[d];
+		e->f.ring_ok = ring_ok;
+		e->rx_max = rings[d] << rnd(4);
 		e->slots_free = nrecv[d];
 		e->limit = rnd(4) ? rnd(rnd(8) ? 1 << 17 : 1 << 20) : rnd(64);
 		e->f.fin_wanted = !e->limit;
@@ -323,6 +404,8 @@ static int step(void)
 
 	switch (rnd(6)) {
 	case 0:
+		if (!rnd(16))
+			return rx_grow(d);
 		return e->written < e->limit ? app_write(d) : 0;
 	case 1:
 		return app_read(d);
@@ -360,6 +443,7 @@ static int run_model(u32 seed)
 	if (getenv("RS_UNIT_VERBOSE"))
 		printf("# seed %u: %d rounds\n", seed, rounds);
 	total_grows += ends[0].grows + ends[1].grows;
+	total_rx_grows += ends[0].rx_grows + ends[1].rx_grows;
 	if (!CHECK(rounds < 5000000, "seed %u: no quiescence (livelock)", seed))
 		return -1;
 	for (int d = 0; d < 2; d++) {
@@ -522,6 +606,135 @@ static int test_grow(void)
 	return 0;
 }
 
+/* Stream buffer growth: when it is wanted, and what each end accepts. */
+static int test_rx_grow(void)
+{
+	struct rs_flow r, t;
+	struct rs_chunk c;
+
+	rs_flow_init(&r, 64 << 10, 256 << 10, 16, 32 << 10);
+	rs_flow_set_peer(&r, 256 << 10, 16);
+	r.ready = r.setup_sent = true;
+	/* no round trip known: nothing to measure a rate against */
+	r.rx_prod += 200 << 10;
+	if (!CHECK(!rs_flow_rx_rate(&r, 500) && !r.rx_rtt_us, "no RTT"))
+		return -1;
+	/* a window announced at 1 ms is three quarters full at 49 ms */
+	r.rx_cons = r.rx_prod;
+	rs_flow_rx_rtt_start(&r, 1000);
+	rs_flow_rx_rtt_start(&r, 5000);		/* one at a time */
+	r.rx_prod += 100 << 10;
+	rs_flow_rx_rate(&r, 30000);
+	if (!CHECK(!r.rx_rtt_us, "sampled early"))
+		return -1;
+	r.rx_prod += 92 << 10;
+	/* the first sample also starts a round */
+	if (!CHECK(!rs_flow_rx_rate(&r, 49000) && r.rx_rtt_us == 48000,
+		   "rtt %u", r.rx_rtt_us))
+		return -1;
+	/* a slower fill later does not raise the estimate */
+	r.rx_cons = r.rx_prod;
+	rs_flow_rx_rtt_start(&r, 50000);
+	r.rx_prod += 192 << 10;
+	rs_flow_rx_rate(&r, 90000);
+	if (!CHECK(r.rx_rtt_us == 40000, "least %u", r.rx_rtt_us))
+		return -1;
+	r.rx_cons = r.rx_prod;
+	rs_flow_rx_rtt_start(&r, 100000);
+	r.rx_prod += 192 << 10;
+	rs_flow_rx_rate(&r, 300000);
+	if (!CHECK(r.rx_rtt_us == 40000, "raised to %u", r.rx_rtt_us))
+		return -1;
+	/* rounds of 40 ms from here */
+	r.rx_mark_us = 0;
+	if (!CHECK(!rs_flow_rx_rate(&r, 301000), "first round"))
+		return -1;
+	r.rx_prod += 100 << 10;
+	if (!CHECK(!rs_flow_rx_rate(&r, 330000), "within a round"))
+		return -1;
+	if (!CHECK(!rs_flow_rx_rate(&r, 341000), "100 KiB per RTT"))
+		return -1;
+	r.rx_prod += 128 << 10;
+	if (!CHECK(rs_flow_rx_rate(&r, 381000), "half the buffer"))
+		return -1;
+	/* the same bytes over two round trips: half the rate */
+	r.rx_prod += 128 << 10;
+	if (!CHECK(!rs_flow_rx_rate(&r, 461000), "over two RTTs"))
+		return -1;
+	/* an idle gap says nothing */
+	r.rx_prod += 1 << 20;
+	if (!CHECK(!rs_flow_rx_rate(&r, 10000000), "after idle"))
+		return -1;
+	r.rx_cons = r.rx_prod;
+	if (!CHECK(!rs_flow_rx_grow_size(&r, 1 << 20), "peer without RING"))
+		return -1;
+	r.ring_ok = true;
+	if (!CHECK(!rs_flow_rx_grow_size(&r, 256 << 10), "past max"))
+		return -1;
+	if (!CHECK(rs_flow_rx_grow_size(&r, 1 << 20) == 512 << 10, "doubles"))
+		return -1;
+	if (!CHECK(!rs_flow_on_ring_ack(&r, r.rx_prod), "RING_ACK unasked"))
+		return -1;
+	rs_flow_rx_offer(&r, 512 << 10);
+	if (!CHECK(!rs_flow_rx_grow_size(&r, 1 << 20), "two at once"))
+		return -1;
+	if (!CHECK(!rs_flow_on_ring_ack(&r, r.rx_prod), "before the RING"))
+		return -1;
+	r.ring_wanted = false;
+	/* the sender: RING, then RING_ACK before any byte */
+	rs_flow_init(&t, 64 << 10, 64 << 10, 16, 32 << 10);
+	rs_flow_set_peer(&t, 256 << 10, 16);
+	t.ready = t.setup_sent = true;
+	t.tx_head = 1 << 20;
+	t.tx_sent = t.peer_cons = t.tx_done = r.rx_prod - 4096;
+	if (!CHECK(!rs_flow_on_ring(&t, 512 << 10), "RING unnegotiated"))
+		return -1;
+	t.ring_ok = true;
+	if (!CHECK(!rs_flow_on_ring(&t, 256 << 10), "not bigger") ||
+	    !CHECK(!rs_flow_on_ring(&t, 768 << 10), "not a power of two") ||
+	    !CHECK(!rs_flow_on_ring(&t, RS_RING_MAX * 2), "too big"))
+		return -1;
+	if (!CHECK(rs_flow_on_ring(&t, 512 << 10), "RING"))
+		return -1;
+	if (!CHECK(!rs_flow_on_ring(&t, 1 << 20), "second RING unanswered"))
+		return -1;
+	if (!CHECK(rs_flow_next(&t, &c) == RS_TX_RING, "RING_ACK first"))
+		return -1;
+	/* the receiver still waits for 4 KiB: a RING_ACK must come after */
+	if (!CHECK(!rs_flow_on_ring_ack(&r, t.tx_sent), "bytes missing"))
+		return -1;
+	t.tx_sent += 4096;
+	rs_flow_ring_switch(&t);
+	if (!CHECK(t.peer_size == 512 << 10 && !t.ring_ack_wanted, "switch"))
+		return -1;
+	if (!CHECK(rs_flow_next(&t, &c) == RS_TX_DATA &&
+		   c.remote_off == ((u32)t.tx_sent & ((512 << 10) - 1)),
+		   "new offsets"))
+		return -1;
+	r.rx_prod += 4096;
+	if (!CHECK(rs_flow_on_ring_ack(&r, r.rx_prod), "RING_ACK"))
+		return -1;
+	if (!CHECK(r.rx_size == 512 << 10 && r.rx_switch == r.rx_prod,
+		   "switched"))
+		return -1;
+	/* reads stop at the switch; the old buffer goes once read */
+	if (!CHECK(rs_flow_rx_piece(&r, r.rx_cons, 1 << 20) == 4096,
+		   "piece %u", rs_flow_rx_piece(&r, r.rx_cons, 1 << 20)))
+		return -1;
+	if (!CHECK(!rs_flow_rx_in_new(&r, r.rx_cons) &&
+		   rs_flow_rx_in_new(&r, r.rx_switch), "which buffer"))
+		return -1;
+	if (!CHECK(!rs_flow_rx_retire_due(&r), "retired unread"))
+		return -1;
+	rs_flow_consume(&r, 4096);
+	if (!CHECK(rs_flow_rx_retire_due(&r), "not retired"))
+		return -1;
+	rs_flow_rx_retired(&r);
+	if (!CHECK(rs_flow_rx_grow_size(&r, 1 << 20) == 1 << 20, "again"))
+		return -1;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	u32 cases = 3000;
@@ -535,6 +748,7 @@ int main(int argc, char **argv)
 		{ "credits", test_credits },
 		{ "window", test_window },
 		{ "grow", test_grow },
+		{ "rx_grow", test_rx_grow },
 	};
 
 	if (argc > 1)
@@ -554,7 +768,10 @@ int main(int argc, char **argv)
 		/* the send ring grew in some runs, and no byte suffered */
 		if (!bad && cases >= 100 && !total_grows)
 			bad = !CHECK(0, "the send ring never grew");
-		printf("# %lu send ring growths\n", total_grows);
+		if (!bad && cases >= 100 && !total_rx_grows)
+			bad = !CHECK(0, "no stream buffer ever grew");
+		printf("# %lu send ring growths, %lu stream buffer growths\n",
+		       total_grows, total_rx_grows);
 		printf("%s %d random_model (%u cases)\n", bad ? "not ok" : "ok",
 		       ++n, cases);
 		failed += !!bad;

@@ -4,8 +4,9 @@
  * in a round trip; a fixed stream buffer caps a connection at one buffer
  * per round trip (256 KiB per 48 ms is 5 MB/s, whatever the link). So a
  * receiver whose peer wrote at least half the buffer in the last round
- * trip (rs_flow_rx_rate(), with the round trip measured on the transport,
- * rs_rtt.c) offers the peer a buffer twice the size, up to
+ * trip (rs_flow_rx_rate(), with the round trip the receiver itself sees:
+ * from a window announcement to the bytes that fill it) offers the peer
+ * a buffer twice the size, up to
  * RS_RX_GROW_MAX and what one MR maps (the peer knows a buffer by one
  * address and rkey). SO_RCVBUF set by the application fixes the size, as
  * it ends TCP's autotuning. Both ends must speak RING (CM flag

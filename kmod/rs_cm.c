@@ -391,6 +391,9 @@ static int rs_child_accept(struct rs_sock *rs, struct rdma_cm_id *id,
 	ret = rs_transport_create(rs, id);
 	if (!ret) {
 		rs_pdata_fill(&p, rs);
+		/* only to a peer that offered it: an older one refuses flags */
+		if (!rs->peer_ring)
+			p.flags &= ~RS_CM_F_RING;
 		rs_ack_choose(rs, id, req_retry);
 		rs_conn_param(&cp, &p, rs);
 		ret = rdma_accept(id, &cp);

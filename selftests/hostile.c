@@ -784,6 +784,7 @@ TEST_F(ring, wire)
 	RS_SKIP_TCP("speaks the rdmastream wire protocol");
 	switch (variant->what) {
 	case RING_FOLLOW:
+		EXPECT_EQ(0x01, self->p.rep_flags);
 		ring_follow(_metadata, self->s, &self->p);
 		return;
 	case RING_SMALLER:
@@ -797,6 +798,10 @@ TEST_F(ring, wire)
 		ASSERT_EQ(0, peer_ctl_send(&self->p));
 		break;
 	case RING_UNASKED:
+		/* the REP offers RING only to a REQ that did: an older peer
+		 * refuses any flag
+		 */
+		EXPECT_EQ(0, self->p.rep_flags);
 		ASSERT_EQ(0, ring_send(&self->p, 128 * 1024));
 		break;
 	}

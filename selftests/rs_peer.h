@@ -36,6 +36,7 @@ struct peer {
 	uint64_t adv_addr;	/* the last ADVERT */
 	uint32_t adv_rkey, adv_len, adv_id;
 	int last_event;		/* of the CM, as cm_wait() saw it */
+	int rep_flags;		/* flags of the module's REP, -1: none seen */
 	bool half_open;		/* send the REQ only, never complete */
 	unsigned int nrecv;	/* receives to post: 0 means SLOTS */
 	bool rnr7;		/* ask the module to retry RNR for ever */
@@ -54,6 +55,10 @@ static inline int cm_wait(struct peer *p, enum rdma_cm_event_type want)
 	if (rdma_get_cm_event(p->ch, &ev))
 		return -1;
 	p->last_event = ev->event;
+	if (ev->event == RDMA_CM_EVENT_ESTABLISHED &&
+	    ev->param.conn.private_data_len >= 2)
+		p->rep_flags =
+			((const uint8_t *)ev->param.conn.private_data)[1];
 	ok = ev->event == want;
 	if (!ok)
 		fprintf(stderr, "# cm event %s, wanted %s\n",
@@ -131,6 +136,7 @@ static inline int peer_connect(struct peer *p, const struct sockaddr_in *sin,
 		if (ibv_post_recv(p->id->qp, &rwr, &bad))
 			return -1;
 	}
+	p->rep_flags = -1;
 	if (rdma_connect(p->id, &cp) ||
 	    (!p->half_open && cm_wait(p, RDMA_CM_EVENT_ESTABLISHED)))
 		return -1;

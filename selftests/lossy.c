@@ -43,7 +43,9 @@
  * host), RS_LOSSY_NETEM (extra netem words for every case, e.g.
  * "rate 100mbit"), RS_LOSSY_POLICY (RDMASTREAM_POLICY of the rdmastream
  * cases: 0 dynamic, 1 direct only, 2 indirect only; default: the
- * module's).
+ * module's), RS_LOSSY_CASES (run only these variants, e.g. "loss5
+ * reorder", to reproduce one by hand: the others skip, and a skip fails
+ * a run-tests run).
  */
 #include "rs_common.h"
 
@@ -410,6 +412,20 @@ static int lossy_accept(struct __test_metadata *_metadata,
 	return fd;
 }
 
+/* RS_LOSSY_CASES, if set, lists the variants to run (space-separated). */
+static bool lossy_case_wanted(const char *name)
+{
+	const char *list = getenv("RS_LOSSY_CASES"), *p;
+	size_t n = strlen(name);
+
+	if (!list || !*list)
+		return true;
+	for (p = strstr(list, name); p; p = strstr(p + 1, name))
+		if ((p == list || p[-1] == ' ') && (!p[n] || p[n] == ' '))
+			return true;
+	return false;
+}
+
 FIXTURE_SETUP(lossy)
 {
 	unsigned short port = rs_env_ulong("RS_LOSSY_PORT", 47100) +
@@ -419,6 +435,8 @@ FIXTURE_SETUP(lossy)
 	self->keepalive = 0;
 	self->q0[0] = -1;
 	rs_watchdog(_metadata->timeout + 30);
+	if (!lossy_case_wanted(variant->name))
+		SKIP(return, "not in RS_LOSSY_CASES");
 	/* only the one-machine trial of selftests/README, never in a VM */
 	if (rs.tcp && !rs.netdev)
 		SKIP(return, "needs two hosts and RS_NETDEV");

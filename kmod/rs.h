@@ -98,7 +98,8 @@
 #define RS_TX_START		(64U << 10)	/* send ring, unless SO_SNDBUF */
 #define RS_TX_GROW_MAX		(4U << 20)	/* ...grown at most to this */
 #define RS_TX_GROW_RETRY	HZ	/* after a failed allocation */
-#define RS_RX_GROW_MAX		(4U << 20)	/* stream buffer, autotuned */
+#define RS_RX_START		(64U << 10)	/* stream buffer, if it can grow */
+#define RS_RX_GROW_MAX		(4U << 20)	/* ...grown at most to this */
 /* Work requests a direct transfer may need: WRITEs plus the DIRECT. */
 
 /* Control message types (wire format: docs/wire-format.md). */
@@ -627,6 +628,7 @@ int rs_transport_rings(struct rs_sock *rs);
 u32 rs_dev_ring_max(struct ib_device *dev);
 u32 rs_dev_seg_max(struct ib_device *dev);
 u32 rs_tx_start(const struct rs_sock *rs, u32 max);
+u32 rs_rx_start(const struct rs_sock *rs, u32 max);
 void rs_ring_sizes_set(struct rs_sock *rs);
 void rs_transport_destroy(struct rs_sock *rs, struct rdma_cm_id *id);
 void rs_transport_free_rings(struct rs_sock *rs);

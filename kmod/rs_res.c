@@ -191,12 +191,24 @@ u32 rs_tx_start(const struct rs_sock *rs, u32 max)
 	return rs_ring_size(rs->sndbuf_ring ?: RS_TX_START, max);
 }
 
+/*
+ * The stream buffer a connection starts with: SO_RCVBUF's size when the
+ * application set one (fixed then), or RS_RX_START, from which it grows
+ * as TCP's receive window does (rs_rxgrow.c; a peer without RING keeps
+ * it at that).
+ */
+u32 rs_rx_start(const struct rs_sock *rs, u32 max)
+{
+	return rs_ring_size(rs->rcvbuf_ring ?: RS_RX_START, max);
+}
+
 /* At listen() and connect(): fixed rings for SO_RCVBUF, SO_SNDBUF. */
 void rs_ring_sizes_set(struct rs_sock *rs)
 {
 	struct sock *sk = &rs->sk;
 
-	rs->rcvbuf_ring = sk->sk_rcvbuf;
+	rs->rcvbuf_ring = sk->sk_userlocks & SOCK_RCVBUF_LOCK ?
+			  sk->sk_rcvbuf : 0;
 	rs->sndbuf_ring = sk->sk_userlocks & SOCK_SNDBUF_LOCK ?
 			  sk->sk_sndbuf : 0;
 }
@@ -206,8 +218,7 @@ unsigned long rs_ring_bytes(const struct rs_sock *rs, struct ib_device *dev)
 {
 	u32 max = rs_dev_ring_max(dev);
 
-	return (unsigned long)rs_ring_size(rs->rcvbuf_ring, max) +
-	       rs_tx_start(rs, max);
+	return (unsigned long)rs_rx_start(rs, max) + rs_tx_start(rs, max);
 }
 
 /*
@@ -247,7 +258,7 @@ int rs_transport_create(struct rs_sock *rs, struct rdma_cm_id *id)
 	if (dev->attrs.max_send_sge < 2)
 		return -EOPNOTSUPP;
 	rs_dsend_budget(rs, dev);
-	rx_size = rs_ring_size(rs->rcvbuf_ring, max_ring);
+	rx_size = rs_rx_start(rs, max_ring);
 	tx_size = rs_tx_start(rs, max_ring);
 	if (!rs->mem) {
 		if (!rs_mem_charge((unsigned long)rx_size + tx_size))
@@ -286,10 +297,11 @@ int rs_transport_create(struct rs_sock *rs, struct rdma_cm_id *id)
 
 /*
  * The connection is established: allocate and map the rings (the ADVERT
- * MRs come with the first ADVERT, rs_dslot_mr_prepare()). The pages are charged to the memory cgroup of the socket's
- * creator (a child's: its listener's), whatever thread runs this. The
- * peer cannot write before our SETUP, which follows their registration.
- * Under tlock, before the socket is ESTABLISHED.
+ * MRs come with the first ADVERT, rs_dslot_mr_prepare()). The pages
+ * are charged to the memory cgroup of the socket's creator (a child's:
+ * its listener's), whatever thread runs this. The peer cannot write
+ * before our SETUP, which follows their registration. Under tlock,
+ * before the socket is ESTABLISHED.
  */
 int rs_transport_rings(struct rs_sock *rs)
 {

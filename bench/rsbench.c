@@ -2374,9 +2374,23 @@ static long long rs_ring_bytes(void)
  * ends when the server runs here too) and, for rdmastream, how many ring
  * bytes each costs.
  */
+/*
+ * Kernel memory that a connection's objects take besides the rings: slab
+ * (kmalloc'd QP state, MR page lists, sockets) plus vmalloc (rdma_rxe's
+ * send and receive queues), from /proc/meminfo. Unlike MemAvailable it
+ * does not move with the page cache. The rings (vmap of single pages)
+ * are in neither; rs_ring_bytes() counts them.
+ */
+static long long kmem_kib(void)
+{
+	long long slab = meminfo_kib("Slab"), vm = meminfo_kib("VmallocUsed");
+
+	return slab < 0 || vm < 0 ? -1 : slab + vm;
+}
+
 static int run_idle(const struct sockaddr_storage *ss, socklen_t len)
 {
-	long long m0, m1, r0, r1;
+	long long m0, m1, r0, r1, k0, k1;
 	int *fds, i, n = 0, ret = 1;
 	uint8_t b;
 
@@ -2385,6 +2399,7 @@ static int run_idle(const struct sockaddr_storage *ss, socklen_t len)
 		die("out of memory");
 	sleep(1);
 	m0 = meminfo_kib("MemAvailable");
+	k0 = kmem_kib();
 	r0 = rs_ring_bytes();
 	for (n = 0; n < opt.conns; n++) {
 		b = RSB_MODE_IDLE;
@@ -2404,6 +2419,7 @@ static int run_idle(const struct sockaddr_storage *ss, socklen_t len)
 	}
 	sleep(1);
 	m1 = meminfo_kib("MemAvailable");
+	k1 = kmem_kib();
 	r1 = rs_ring_bytes();
 	if (m0 < 0 || m1 < 0) {
 		errmsg("idle: no MemAvailable in /proc/meminfo");
@@ -2413,10 +2429,15 @@ static int run_idle(const struct sockaddr_storage *ss, socklen_t len)
 	      label(), n, (double)(m0 - m1) / n, m0, m1);
 	if (opt.fam == FAM_RDMASTREAM && r0 >= 0 && r1 >= 0)
 		human(", rings %.1f KiB each", (r1 - r0) / 1024.0 / n);
+	if (k0 >= 0 && k1 >= 0)
+		human(", slab+vmalloc %.1f KiB each", (double)(k1 - k0) / n);
 	human("\n");
 	csv("idle", 1, n, "mem_per_conn", (double)(m0 - m1) / n, "KiB");
 	if (opt.fam == FAM_RDMASTREAM && r0 >= 0 && r1 >= 0)
 		csv("idle", 1, n, "rings_per_conn", (r1 - r0) / 1024.0 / n,
+		    "KiB");
+	if (k0 >= 0 && k1 >= 0)
+		csv("idle", 1, n, "kmem_per_conn", (double)(k1 - k0) / n,
 		    "KiB");
 	ret = 0;
 out:

@@ -42,7 +42,13 @@
 #include "rs_rto.h"
 #include "rs_trace.h"
 
-#define RS_SQ_DEPTH		128	/* send work requests per QP */
+/*
+ * Send work requests per QP. With the ADVERT slots' LOCAL_INVs and the
+ * drain's one the QP asks for 127: rdma_rxe sizes a queue to the next
+ * power of two above that, of 512-byte entries (16 SGEs), so 128 slots,
+ * 64 KiB per end; 128 here made it 256 slots, 128 KiB (docs/limits.md).
+ */
+#define RS_SQ_DEPTH		118
 #define RS_RQ_DEPTH		64	/* receive slots per QP (credits) */
 #define RS_SIGNAL_EVERY		(RS_SQ_DEPTH / 4)
 #define RS_MAX_INLINE		256

@@ -107,6 +107,7 @@ static struct {
 	bool events;
 	bool selfcheck;		/* RS_FUZZ_SELFCHECK: a hang on purpose */
 	bool stop;		/* atomic accesses: fz_flag(), fz_get() */
+	bool relinked;		/* RS_RDMADEV was re-added under traffic */
 	bool hung;		/* a finding was reported */
 	double end;
 	int slot[FZ_SLOTS];
@@ -1163,6 +1164,7 @@ static void *fz_events(void *arg)
 			rs_msleep(fz_below(t, 2000));
 		ret = rs_link_add() || ret;
 		fz_end(t, ret ? -1 : 0);
+		fz_flag(&fz.relinked);
 		if (!rs_link_exists()) {
 			fprintf(stderr, "# FINDING: %s did not come back\n",
 				rs.rdmadev);
@@ -1364,6 +1366,47 @@ static bool fz_join(void)
 	return ok;
 }
 
+/*
+ * One connection of the family after the fuzzing: data goes through, and
+ * over RDMA, not the TCP fallback (rsi_fallback), unless it is forced.
+ * Returns whether it ran over RDMA.
+ */
+static bool fz_pair_works(struct __test_metadata *_metadata)
+{
+	struct rdmastream_info info = {};
+	socklen_t len = sizeof(info);
+	char ok[2];
+	int c, s;
+
+	rs_pair(_metadata, &c, &s);
+	EXPECT_EQ(2, send(c, "ok", 2, 0));
+	EXPECT_EQ(2, rs_recv_all(s, ok, 2, 0));
+	EXPECT_EQ(0, memcmp(ok, "ok", 2));
+	if (!rs.tcp && getsockopt(c, SOL_RDMASTREAM, RDMASTREAM_INFO, &info,
+				  &len))
+		info.rsi_fallback = ~0U;
+	close(c);
+	close(s);
+	return rs.tcp || rs_fb_forced() ||
+	       info.rsi_fallback == RDMASTREAM_FB_NONE;
+}
+
+/*
+ * rdma_rxe on 6.1 can leave QP1 deaf for good when its device is re-added
+ * while connects race it (docs/kernels.md, Loose ends): every later
+ * rdma_cm handshake on the machine times out and falls back to TCP. The
+ * fuzzer's own link event is what races it, so it says so and re-adds
+ * the device once more, in quiet, for the tests that follow.
+ */
+static void fz_link_quiet(struct __test_metadata *_metadata)
+{
+	rs_info("no rdma_cm handshake completes after %s was re-added under traffic (rdma_rxe's QP1, docs/kernels.md): re-adding it in quiet",
+		rs.rdmadev);
+	ASSERT_EQ(0, rs_system("rdma link delete %s", rs.rdmadev));
+	rs_msleep(1000);
+	ASSERT_EQ(0, rs_link_add()) TH_LOG("%s did not come back", rs.rdmadev);
+}
+
 TEST(syscalls)
 {
 	unsigned int i;
@@ -1402,18 +1445,14 @@ TEST(syscalls)
 	fz_report();
 	EXPECT_FALSE(fz_get(&fz.hung)) TH_LOG("findings above (seed %llu)",
 				     (unsigned long long)fz.seed);
-	/* and the family still works */
-	if (!fz_get(&fz.hung)) {
-		char ok[2];
-		int c, s;
-
-		rs_pair(_metadata, &c, &s);
-		ASSERT_EQ(2, send(c, "ok", 2, 0));
-		/* not into fz_params: settle_unload reloads with them */
-		ASSERT_EQ(2, rs_recv_all(s, ok, 2, 0));
-		EXPECT_EQ(0, memcmp(ok, "ok", 2));
-		close(c);
-		close(s);
+	/* and the family still works, over RDMA */
+	if (!fz_get(&fz.hung) && !fz_pair_works(_metadata)) {
+		/* only a device re-added under traffic explains it */
+		ASSERT_TRUE(fz_get(&fz.relinked))
+			TH_LOG("a connection fell back to TCP after the fuzzing");
+		fz_link_quiet(_metadata);
+		EXPECT_TRUE(fz_pair_works(_metadata))
+			TH_LOG("no RDMA connection on a device re-added in quiet");
 	}
 }
 

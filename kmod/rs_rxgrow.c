@@ -8,9 +8,9 @@
  * from a window announcement to the bytes that fill it) offers the peer
  * a buffer twice the size, up to
  * RS_RX_GROW_MAX and what one MR maps (the peer knows a buffer by one
- * address and rkey). SO_RCVBUF set by the application fixes the size, as
- * it ends TCP's autotuning. Both ends must speak RING (CM flag
- * RS_CM_F_RING).
+ * address and rkey). SO_RCVBUF set by the application before connect()
+ * fixes the size; set later, it caps the growth (rs_rx_grow_max()). Both
+ * ends must speak RING (CM flag RS_CM_F_RING).
  *
  * The move, by the reader at the end of a recvmsg (lock_sock(), tlock),
  * never waiting for the network:
@@ -36,16 +36,21 @@
  */
 #include "rs.h"
 
-/* One MR, as the peer knows a buffer by one address and rkey. */
+/*
+ * The most the stream buffer may grow to: one MR (the peer knows a buffer
+ * by one address and rkey), at most RS_RX_GROW_MAX, and the application's
+ * SO_RCVBUF if it set one. Set before connect(), SO_RCVBUF sized the
+ * buffer (rs_rx_start()), which never grows then; set later (on an
+ * accepted socket, say) it caps the growth, as it clamps TCP's window,
+ * rather than holding the buffer at the 64 KiB it started with.
+ */
 static u32 rs_rx_grow_max(struct rs_sock *rs)
 {
-	return min_t(u32, RS_RX_GROW_MAX, rs_dev_ring_max(rs->dev));
-}
+	u32 max = min_t(u32, RS_RX_GROW_MAX, rs_dev_ring_max(rs->dev));
 
-/* SO_RCVBUF, set before connect() or after, ends autotuning (TCP's too). */
-static bool rs_rx_autotuned(const struct rs_sock *rs)
-{
-	return !(rs->sk.sk_userlocks & SOCK_RCVBUF_LOCK);
+	if (unlikely(rs->sk.sk_userlocks & SOCK_RCVBUF_LOCK))
+		max = rs_ring_size(READ_ONCE(rs->sk.sk_rcvbuf), max);
+	return max;
 }
 
 /* The stream buffer may grow now, and nobody asked yet. Under rs->lock. */
@@ -54,7 +59,7 @@ static bool rs_rx_growing(struct rs_sock *rs)
 	const struct rs_flow *f = &rs->flow;
 
 	return !rs->rx_grow_want && f->rx_grow == RS_RXG_NONE && f->ring_ok &&
-	       f->rx_size < rs_rx_grow_max(rs) && rs_rx_autotuned(rs);
+	       f->rx_size < rs_rx_grow_max(rs);
 }
 
 /*
@@ -131,7 +136,6 @@ static u32 rs_rx_grow_size(struct rs_sock *rs)
 	u32 size = 0;
 
 	if (rs->rx_new.vaddr || rs->rx_old.vaddr || rs_mem_pressure() ||
-	    !rs_rx_autotuned(rs) ||
 	    (rs->rx_grow_next && time_before(jiffies, rs->rx_grow_next)))
 		return 0;
 	spin_lock_bh(&rs->lock);

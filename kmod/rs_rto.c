@@ -55,3 +55,22 @@ u32 rs_rto_exp(const struct rs_rtt *r, u32 floor, u32 first)
 			break;
 	return exp;
 }
+
+/*
+ * The QP does not say whether it had to resend, but a sample longer than
+ * its ack timeout waited out the timer, so it did: the sample measures a
+ * loss, not the path, and is dropped, as Karn's rule drops a resent
+ * segment's (lossy links fed such samples to the cache and gave the next
+ * connections on a LAN rdma_cm's 1.07 s). Only a connection's first
+ * sample (r not valid yet) counts up to four timeouts: a path longer than
+ * the cached timeout is learnt so. exp 0: no timeout chosen, keep all.
+ */
+bool rs_rtt_resent(const struct rs_rtt *r, u32 us, u32 exp)
+{
+	u32 most;
+
+	if (!exp)
+		return false;
+	most = rs_rto_exp_us(exp);
+	return us > (r->valid ? most : 4 * most);
+}

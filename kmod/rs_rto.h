@@ -40,5 +40,7 @@ void rs_rtt_sample(struct rs_rtt *r, u32 us);
 u32 rs_rto_exp(const struct rs_rtt *r, u32 floor, u32 first);
 /* 4.096 us << exp, in microseconds (rounded up). */
 u32 rs_rto_exp_us(u32 exp);
+/* Is a sample of us on a QP with ack timeout exp one to drop (Karn)? */
+bool rs_rtt_resent(const struct rs_rtt *r, u32 us, u32 exp);
 
 #endif /* RS_RTO_H */

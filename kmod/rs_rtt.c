@@ -202,28 +202,18 @@ bool rs_rtt_want_locked(struct rs_sock *rs, const struct ib_send_wr *wr)
 
 /*
  * A sampled work request completed: the connection's round trip, and the
- * peer's in the cache for the connections that come next. The QP does
- * not say whether it had to resend, but a sample longer than its ack
- * timeout waited out the timer, so the QP did: the sample measures a
- * loss, not the path, and is dropped, as Karn's rule drops a resent
- * segment's (lossy links fed such samples to the cache and gave the next
- * connections on a LAN rdma_cm's 1.07 s). Only the first sample of a
- * connection, its SETUP's, counts up to four timeouts: a path longer
- * than the cached timeout is learnt so, before any loss on it matters.
+ * peer's in the cache for the connections that come next, unless it
+ * waited out a retransmission (rs_rtt_resent()).
  */
 void rs_rtt_done_locked(struct rs_sock *rs, struct rs_send *s)
 {
 	u64 ns = ktime_get_ns() - s->post_ns;
 	u32 us = min_t(u64, ns / NSEC_PER_USEC, RS_RTT_SAMPLE_MAX_US);
-	u32 most;
 
 	s->post_ns = 0;
 	rs->rtt_next = jiffies + RS_RTT_EVERY;
-	if (rs->ack_exp) {
-		most = rs_rto_exp_us(rs->ack_exp);
-		if (us > (rs->rtt.valid ? most : 4 * most))
-			return;
-	}
+	if (rs_rtt_resent(&rs->rtt, us, rs->ack_exp))
+		return;
 	rs_rtt_sample(&rs->rtt, us);
 	if (rs->established)
 		rs_rtt_put(sock_net(&rs->sk), (struct sockaddr *)&rs->peer_sa,

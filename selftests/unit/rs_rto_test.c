@@ -107,6 +107,32 @@ static void test_exp_us(void)
 	      "%u", rs_rto_exp_us(RS_RTO_EXP_MAX));
 }
 
+/*
+ * Karn: on a LAN (1 ms) under loss, samples that waited out the 268 ms
+ * timeout (exp 16) are dropped, so the cache keeps the floor; the rule
+ * before (up to four timeouts) fed them in and gave 1.07 s (exp 18). A
+ * first sample counts up to four timeouts: a long path is learnt.
+ */
+static void test_karn(void)
+{
+	struct rs_rtt r = fed(4, 1 * MS), first = { 0 };
+	u32 i, us;
+
+	for (i = 0; i < 200; i++) {
+		us = i % 3 ? 1 * MS : 300 * MS + i * MS;
+		if (!rs_rtt_resent(&r, us, 16))
+			rs_rtt_sample(&r, us);
+	}
+	CHECK(rs_rto_exp(&r, 16, 16) == 16, "exp %u after loss",
+	      rs_rto_exp(&r, 16, 16));
+	CHECK(rs_rtt_resent(&r, rs_rto_exp_us(16) + 1, 16), "one past");
+	CHECK(!rs_rtt_resent(&r, rs_rto_exp_us(16), 16), "at the timeout");
+	CHECK(!rs_rtt_resent(&first, 3 * rs_rto_exp_us(16), 16), "first");
+	CHECK(rs_rtt_resent(&first, 4 * rs_rto_exp_us(16) + 1, 16),
+	      "first, past four");
+	CHECK(!rs_rtt_resent(&r, 5000 * MS, 0), "no timeout yet");
+}
+
 int main(void)
 {
 	static const struct unit_test tests[] = {
@@ -116,6 +142,7 @@ int main(void)
 		{ "steady", test_steady },
 		{ "random_cover", test_random_cover },
 		{ "exp_us", test_exp_us },
+		{ "karn", test_karn },
 	};
 
 	return unit_run(tests, ARRAY_SIZE(tests));

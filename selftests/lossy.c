@@ -716,15 +716,18 @@ static void lossy_check_rto(struct __test_metadata *_metadata, int fd,
 		v->name, rs.host, info.rsi_rx_ring, info.rsi_peer_ring);
 	/*
 	 * 48 ms round trip: the window, not the link, held the peer back,
-	 * and the stream buffers grew as TCP's window does (rs_rxgrow.c),
-	 * from 64 KiB to at least the 256 KiB they were once fixed at: at
-	 * least one of the two in 2 MiB each way (in CI runs one alone
-	 * did, and both stopped at 256 KiB once)
+	 * and the stream buffers grew as TCP's window does (rs_rxgrow.c)
+	 * from their 64 KiB start: at least one of the two to twice that.
+	 * Not further: at netdev MTU 1500 rxe keeps at most 128 packets
+	 * (about 128 KiB) unacknowledged per QP, so once the buffer holds
+	 * that much the window seldom holds the peer back any more (runs
+	 * stopped anywhere from 128 KiB to 1 MiB)
 	 */
 	if (v->id == 8)
-		EXPECT_LE(256 * RS_KIB, info.rsi_rx_ring > info.rsi_peer_ring ?
-					info.rsi_rx_ring : info.rsi_peer_ring)
-			TH_LOG("neither stream buffer grew to 256 KiB");
+		EXPECT_LE(2 * 64 * RS_KIB,
+			  info.rsi_rx_ring > info.rsi_peer_ring ?
+			  info.rsi_rx_ring : info.rsi_peer_ring)
+			TH_LOG("neither stream buffer grew from its 64 KiB start");
 	if (v->id == 14)	/* clean: may be the first contact */
 		return;
 	ASSERT_LT(0, info.rsi_base_rtt_us)

@@ -438,7 +438,8 @@ static void pair_info(struct __test_metadata *_metadata,
  * takes its QP ack timeout from them: the smallest 4.096 us << n that
  * covers SRTT + 4 RTTVAR, at least ack_timeout_min; a peer not yet known
  * gets ack_timeout_first. rxe's QPs retry for ever (retry count 7), and
- * their path MTU is the largest RoCE MTU the netdev allows.
+ * their path MTU is the largest RoCE MTU the netdev allows. A peer on the
+ * LAN gets well under 268 ms with the module's defaults.
  */
 TEST(ack_timeout)
 {
@@ -477,6 +478,16 @@ TEST(ack_timeout)
 	EXPECT_ACK(ci, 8, first);
 	EXPECT_ACK(si, 8, first);
 	EXPECT_GE(ci.rsi_ack_timeout_us, ci.rsi_base_rtt_us);
+
+	/*
+	 * with the module's own floor, a loss on this LAN costs less than
+	 * 268 ms (until 2026-11-24 it cost at least that: 0.1-0.35x TCP's
+	 * throughput at 1 % loss, docs/lossy-links.md "The floor")
+	 */
+	pair_info(_metadata, &ci, &si);
+	EXPECT_GT(rs_ack_exp_us(16), ci.rsi_ack_timeout_us)
+		TH_LOG("ack_timeout_min %lld", min);
+	EXPECT_GT(rs_ack_exp_us(16), si.rsi_ack_timeout_us);
 }
 
 /* ---- device removal ---- */

@@ -1447,6 +1447,9 @@ TEST(syscalls)
 				     (unsigned long long)fz.seed);
 	/* and the family still works, over RDMA */
 	if (!fz_get(&fz.hung) && !fz_pair_works(_metadata)) {
+		rs_system("%s/selftests/cm-digest fuzz_sys seed %llu",
+			  getenv("RS_REPO") ?: ".",
+			  (unsigned long long)fz.seed);
 		/* only a device re-added under traffic explains it */
 		ASSERT_TRUE(fz_get(&fz.relinked))
 			TH_LOG("a connection fell back to TCP after the fuzzing");

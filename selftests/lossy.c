@@ -11,6 +11,10 @@
  *   reorder           10 ms delay, 25 % of the packets sent at once
  *   dup               1 % duplicated packets
  *   delay24           24 ms each way (48 ms RTT, the paper's distance test)
+ *   delay24_rcvbuf    the same, with SO_RCVBUF 64 KiB set on both hosts
+ *                     once connected: it caps the stream buffer's growth
+ *                     at SO_RCVBUF's 128 KiB, as it clamps TCP's window,
+ *                     and the buffer still grows to that cap
  *   partition         100 % loss of host 1's egress (for RC, and TCP,
  *                     a partition both ways: no acknowledgement crosses)
  *                     for RS_LOSSY_PART_SEC (5 s) once host 1 has
@@ -234,6 +238,7 @@ FIXTURE_VARIANT(lossy)
 	const char *netem;	/* netem words for the whole case */
 	enum lossy_part part;
 	bool tcp;		/* kernel TCP instead of the family */
+	int rcvbuf;		/* SO_RCVBUF to set once connected, or 0 */
 };
 
 /* first: a clean link, the baseline, and the first handshake to the peer */
@@ -290,6 +295,11 @@ FIXTURE_VARIANT_ADD(lossy, dup_tcp) {
 FIXTURE_VARIANT_ADD(lossy, delay24) {
 	.name = "delay24", .id = 8, .netem = "delay 24ms", .part = LP_NONE,
 	.tcp = false,
+};
+
+FIXTURE_VARIANT_ADD(lossy, delay24_rcvbuf) {
+	.name = "delay24_rcvbuf", .id = 16, .netem = "delay 24ms",
+	.part = LP_NONE, .tcp = false, .rcvbuf = 64 * 1024,
 };
 
 FIXTURE_VARIANT_ADD(lossy, delay24_tcp) {
@@ -472,6 +482,10 @@ FIXTURE_SETUP(lossy)
 		ASSERT_EQ(0, rs_setint(self->fd, SOL_RDMASTREAM,
 				       RDMASTREAM_POLICY,
 				       rs_env_ulong("RS_LOSSY_POLICY", 0)));
+	/* set on a connected socket: it caps the growth (rs_rxgrow.c) */
+	if (variant->rcvbuf)
+		ASSERT_EQ(0, rs_setint(self->fd, SOL_SOCKET, SO_RCVBUF,
+				       variant->rcvbuf));
 	if (variant->netem) {
 		ASSERT_EQ(0, lossy_netem(variant->netem))
 			TH_LOG("tc qdisc ... netem %s failed", variant->netem);
@@ -728,6 +742,21 @@ static void lossy_check_rto(struct __test_metadata *_metadata, int fd,
 			  info.rsi_rx_ring > info.rsi_peer_ring ?
 			  info.rsi_rx_ring : info.rsi_peer_ring)
 			TH_LOG("neither stream buffer grew from its 64 KiB start");
+	/*
+	 * SO_RCVBUF set once connected (as a server sets it on an accepted
+	 * socket): the kernel doubles it, as for TCP, and the stream buffer
+	 * grows up to that and no further; until 2026-11-24 it stayed at its
+	 * 64 KiB start
+	 */
+	if (v->rcvbuf) {
+		EXPECT_GE(2U * v->rcvbuf, info.rsi_rx_ring)
+			TH_LOG("SO_RCVBUF did not cap the stream buffer");
+		EXPECT_GE(2U * v->rcvbuf, info.rsi_peer_ring);
+		EXPECT_EQ(2U * v->rcvbuf,
+			  info.rsi_rx_ring > info.rsi_peer_ring ?
+			  info.rsi_rx_ring : info.rsi_peer_ring)
+			TH_LOG("neither stream buffer grew to SO_RCVBUF's size");
+	}
 	if (v->id == 14)	/* clean: may be the first contact */
 		return;
 	ASSERT_LT(0, info.rsi_base_rtt_us)
@@ -764,7 +793,7 @@ static void lossy_run(struct __test_metadata *_metadata,
 	if (v->part && (v->tcp || v->part == LP_LONG))
 		per *= 4;
 	/* 48 ms: enough round trips for the stream buffers to grow */
-	if (v->id == 8 || v->id == 9)
+	if (v->id == 8 || v->id == 9 || v->id == 16)
 		per = per > 2 * RS_MIB ? per : 2 * RS_MIB;
 	if (v->part == LP_LONG)
 		lossy_keepalive(_metadata, self, v);

@@ -62,6 +62,65 @@ static long long mem_used_settle(long long want, unsigned int secs)
 	return v;
 }
 
+/* ---- what an idle connection costs ---- */
+
+#define IDLE_CONNS	32
+#define IDLE_KMEM_MAX	384	/* KiB of slab + vmalloc per connection */
+
+/* Kernel memory besides the rings, as rsbench -m idle reports it. */
+static long long idle_kmem_kib(void)
+{
+	long long slab = rs_meminfo("Slab:"), vm = rs_meminfo("VmallocUsed:");
+
+	return slab < 0 || vm < 0 ? -1 : slab + vm;
+}
+
+/*
+ * An idle connection (both ends on this host, default buffers) holds
+ * 256 KiB of rings: each end's stream buffer and send ring start at
+ * 64 KiB and grow only with use. Everything else it allocates (rxe's
+ * queues, QP and MR state, sockets) stays under IDLE_KMEM_MAX: about
+ * 280 KiB since the send queue fits rxe's 128 slots. Until 2026-11-24
+ * the rings were 640 KiB and the rest 404-491 KiB per connection.
+ */
+TEST(idle_memory)
+{
+	int c[IDLE_CONNS], s[IDLE_CONNS], i;
+	long long used0, used1, k0, k1;
+	char b = 'x';
+
+	RS_SKIP_TCP("the module's ring memory");
+	/* per-device objects, caches: not what a connection costs */
+	rs_pair(_metadata, &c[0], &s[0]);
+	close(c[0]);
+	close(s[0]);
+	used0 = rs_param_get("mem_used");
+	ASSERT_LE(0, used0) TH_LOG("module parameter mem_used missing");
+	used0 = mem_used_settle(0, 5);
+	rs_msleep(1000);
+	k0 = idle_kmem_kib();
+	for (i = 0; i < IDLE_CONNS; i++) {
+		rs_pair(_metadata, &c[i], &s[i]);
+		ASSERT_EQ(1, send(c[i], &b, 1, 0));
+		ASSERT_EQ(1, rs_recv_all(s[i], &b, 1, 0));
+		ASSERT_EQ(1, send(s[i], &b, 1, 0));
+		ASSERT_EQ(1, rs_recv_all(c[i], &b, 1, 0));
+	}
+	rs_msleep(1000);
+	k1 = idle_kmem_kib();
+	used1 = rs_param_get("mem_used");
+	rs_info("idle: %d connections: rings %lld KiB each, slab+vmalloc %lld KiB each",
+		IDLE_CONNS, (used1 - used0) / 1024 / IDLE_CONNS,
+		(k1 - k0) / IDLE_CONNS);
+	EXPECT_EQ(IDLE_CONNS * 256LL << 10, used1 - used0);
+	ASSERT_LE(0, k0) TH_LOG("no Slab or VmallocUsed in /proc/meminfo");
+	EXPECT_GT(IDLE_KMEM_MAX * IDLE_CONNS, k1 - k0);
+	for (i = 0; i < IDLE_CONNS; i++) {
+		close(c[i]);
+		close(s[i]);
+	}
+}
+
 /* ---- connect storm ---- */
 
 enum { STORM_PENDING, STORM_OK, STORM_REFUSED, STORM_OTHER };

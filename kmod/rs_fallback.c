@@ -153,6 +153,23 @@ static void rs_fb_state_change(struct sock *tsk)
 }
 
 /*
+ * Move TCP's error to our socket: ours is set before TCP's is cleared,
+ * so that a poll() that saw TCP's (EPOLLERR) and the SO_ERROR after it
+ * always find it in one of the two, even when this CPU stops between
+ * the two steps (fb:sockapi's unreach.nohost_nb read SO_ERROR 0 after
+ * POLLERR under TCG while the error was in neither).
+ */
+static void rs_fb_move_error(struct rs_sock *rs, struct sock *tsk)
+{
+	int err = READ_ONCE(tsk->sk_err);
+
+	if (!err)
+		return;
+	cmpxchg(&rs->sk.sk_err, 0, err);
+	cmpxchg(&tsk->sk_err, err, 0);
+}
+
+/*
  * SO_ERROR is read from our socket (the core's sock_getsockopt()): the
  * TCP socket's error moves to ours, so that it is reported once, by
  * whichever comes first (SO_ERROR, or a call: rs_fb_error()).
@@ -160,16 +177,13 @@ static void rs_fb_state_change(struct sock *tsk)
 static void rs_fb_error_report(struct sock *tsk)
 {
 	struct rs_sock *rs;
-	int err;
 
 	rcu_read_lock();
 	read_lock_bh(&tsk->sk_callback_lock);
 	rs = rs_fb_owner(tsk);
 	if (rs) {
 		rs->fb_error_report(tsk);
-		err = xchg(&tsk->sk_err, 0);
-		if (err)
-			WRITE_ONCE(rs->sk.sk_err, err);
+		rs_fb_move_error(rs, tsk);
 		rs_wake(&rs->sk, EPOLLERR);
 	}
 	read_unlock_bh(&tsk->sk_callback_lock);
@@ -280,13 +294,9 @@ __poll_t rs_fb_poll(struct file *file, struct rs_sock *rs)
 	int err;
 
 	mask = fb->ops->poll(file, fb, NULL);
+	if (!READ_ONCE(rs->sk.sk_err))
+		rs_fb_move_error(rs, fb->sk);
 	err = READ_ONCE(rs->sk.sk_err);
-	if (!err && READ_ONCE(fb->sk->sk_err)) {
-		err = xchg(&fb->sk->sk_err, 0);
-		if (err)
-			cmpxchg(&rs->sk.sk_err, 0, err);
-		err = READ_ONCE(rs->sk.sk_err);
-	}
 	if (err)
 		mask |= EPOLLERR;
 	if (err == ECONNRESET)

@@ -157,7 +157,8 @@ static void rs_fb_state_change(struct sock *tsk)
  * so that a poll() that saw TCP's (EPOLLERR) and the SO_ERROR after it
  * always find it in one of the two, even when this CPU stops between
  * the two steps (fb:sockapi's unreach.nohost_nb read SO_ERROR 0 after
- * POLLERR under TCG while the error was in neither).
+ * POLLERR under TCG while the error was in neither). A newer error
+ * replaces an unreported older one, as TCP's sk_err does.
  */
 static void rs_fb_move_error(struct rs_sock *rs, struct sock *tsk)
 {
@@ -165,7 +166,7 @@ static void rs_fb_move_error(struct rs_sock *rs, struct sock *tsk)
 
 	if (!err)
 		return;
-	cmpxchg(&rs->sk.sk_err, 0, err);
+	WRITE_ONCE(rs->sk.sk_err, err);
 	cmpxchg(&tsk->sk_err, err, 0);
 }
 

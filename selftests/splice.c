@@ -621,6 +621,29 @@ static void *sf_run(void *arg)
 }
 
 /*
+ * Wait until fd holds an ADVERT from its peer. A direct-only sender that
+ * finds none waits only a short grace period (10 ms) and then sends
+ * through the stream buffer until the receiver next finds it empty; under
+ * emulation the receiver's first ADVERT (pin, register, send) can take
+ * longer than that, and the whole stream may then go indirect.
+ */
+static void await_advert(struct __test_metadata *_metadata, int fd)
+{
+	double end = rs_now() + rs_env_ulong("RS_FAULT_SEC", 10);
+	struct rdmastream_info i;
+
+	if (rs.tcp || rs_fb_forced())
+		return;
+	for (;;) {
+		ASSERT_EQ(0, get_info(fd, &i));
+		if (i.rsi_adverts_received)
+			return;
+		ASSERT_LT(rs_now(), end) TH_LOG("no ADVERT from the receiver");
+		usleep(1000);
+	}
+}
+
+/*
  * c -> s by sendfile, spliced out at s and checked from the pipe, while
  * s -> c goes by send() into c's blocking 1 MiB receives, which advertise
  * under the dynamic policy (direct). Both streams stay intact; the
@@ -647,6 +670,8 @@ TEST_F_TIMEOUT(pol, bidir_with_direct, 180)
 
 	ASSERT_NE(NULL, buf);
 	ASSERT_EQ(0, rs_xfer_start(&rx, rs_receiver));
+	if (variant->policy == RDMASTREAM_POLICY_DIRECT_ONLY)
+		await_advert(_metadata, self->s);
 	ASSERT_EQ(0, rs_xfer_start(&tx, rs_sender));
 	ASSERT_EQ(0, pthread_create(&sf.thr, NULL, sf_run, &sf));
 	for (;;) {
@@ -693,7 +718,9 @@ TEST_F_TIMEOUT(pol, bidir_with_direct, 180)
 	EXPECT_EQ(0, si.rsi_adverts_sent);
 	EXPECT_EQ(len, si.rsi_indirect_bytes_received);
 	/*
-	 * s->c: direct-only advertises every blocking receive; dynamic
+	 * s->c: direct-only advertises every blocking receive that finds
+	 * the stream buffer empty, and the first one was in place before
+	 * s sent (await_advert); dynamic
 	 * goes direct only when c's receives find the ring empty, which a
 	 * sender that never pauses may not allow (direct.c's switching).
 	 */

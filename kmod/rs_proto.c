@@ -91,18 +91,8 @@ bool rs_flow_tx_held(const struct rs_flow *f, u64 now, u64 hold)
  */
 u32 rs_flow_tx_grow_size(const struct rs_flow *f, u32 max, u64 now, u64 hold)
 {
-	return rs_flow_tx_space(f) ? 0 : rs_flow_tx_grow_wanted(f, max, now,
-								 hold);
-}
-
-/*
- * The same, for a ring that is not full yet: what a send that fills it
- * will grow it to (poll's EPOLLOUT), or 0.
- */
-u32 rs_flow_tx_grow_wanted(const struct rs_flow *f, u32 max, u64 now,
-			   u64 hold)
-{
-	if (f->tx_paused || !f->ready || f->tx_size >= max)
+	if (f->tx_paused || !f->ready || f->tx_size >= max ||
+	    rs_flow_tx_space(f))
 		return 0;
 	if (f->tx_size < f->peer_size || rs_flow_tx_held(f, now, hold))
 		return f->tx_size << 1;

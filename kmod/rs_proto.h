@@ -145,8 +145,6 @@ void rs_flow_set_peer(struct rs_flow *f, u32 peer_size, u32 peer_recv);
 u32 rs_ring_size(u64 want, u32 max);
 bool rs_flow_tx_held(const struct rs_flow *f, u64 now, u64 hold);
 u32 rs_flow_tx_grow_size(const struct rs_flow *f, u32 max, u64 now, u64 hold);
-u32 rs_flow_tx_grow_wanted(const struct rs_flow *f, u32 max, u64 now,
-			   u64 hold);
 void rs_flow_tx_resize(struct rs_flow *f, u32 tx_size);
 
 static inline u32 rs_flow_tx_space(const struct rs_flow *f)

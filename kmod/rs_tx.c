@@ -218,7 +218,6 @@ static int rs_post_chunk(struct rs_sock *rs, const struct rs_chunk *chunk)
 	if (inl && rs->flow.tx_done == rs->flow.tx_sent - c->len) {
 		/* pairs with the acquire in rs_tx_space() */
 		smp_store_release(&rs->flow.tx_done, rs->flow.tx_sent);
-		rs_tx_moved_locked(rs);
 		last = false;
 	}
 	if (rs_post_slot(rs, &wr.wr, !inl || last, false)) {

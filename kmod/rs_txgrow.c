@@ -99,33 +99,24 @@ static u64 rs_tx_hold(const struct rs_sock *rs)
 
 /*
  * The window holds queued bytes back with nothing in flight: have the
- * hold timer look once the hold is over, or, when it is over and a growth
- * it allows could not be made (a move failed or is still going, memory
- * pressure, no send slots: retry), look again in a while, as a writer
- * waiting for TCP's memory does. Under rs->lock.
+ * hold timer look once the hold is over. Under rs->lock.
  */
-static void rs_tx_hold_arm_locked(struct rs_sock *rs, u64 now, bool retry)
+static void rs_tx_hold_arm_locked(struct rs_sock *rs, u64 now)
 {
 	u64 end = rs->flow.tx_moved + rs_tx_hold(rs);
-	unsigned long delay;
 
+	/* over already: the writer that looked did not grow, and waits */
 	if (rs->dead || !rs->transport || timer_pending(&rs->hold_timer) ||
-	    !rs_flow_tx_held(&rs->flow, now, 0))
+	    end <= now || !rs_flow_tx_held(&rs->flow, now, 0))
 		return;
-	if (end > now)
-		delay = (unsigned long)(end - now);
-	else if (retry)
-		delay = RS_TX_GROW_RETRY / 4;
-	else
-		return;	/* over: the writer that looked grew, or has to wait */
-	mod_timer(&rs->hold_timer, jiffies + delay);
+	mod_timer(&rs->hold_timer, jiffies + (unsigned long)(end - now));
 }
 
 /* A WRITE completed, or the peer read: the hold starts again. */
 void rs_tx_moved_locked(struct rs_sock *rs)
 {
 	rs->flow.tx_moved = get_jiffies_64();
-	rs_tx_hold_arm_locked(rs, rs->flow.tx_moved, false);
+	rs_tx_hold_arm_locked(rs, rs->flow.tx_moved);
 }
 
 /*
@@ -136,53 +127,24 @@ void rs_tx_moved_locked(struct rs_sock *rs)
 void rs_hold_timer(struct timer_list *t)
 {
 	struct rs_sock *rs = timer_container_of(rs, t, hold_timer);
+	u64 now = get_jiffies_64();
 	bool wake;
-	u64 now;
 
 	spin_lock(&rs->lock);
-	now = get_jiffies_64();
 	wake = !rs->dead && rs->transport &&
 	       rs_flow_tx_held(&rs->flow, now, rs_tx_hold(rs));
 	if (!wake)
-		rs_tx_hold_arm_locked(rs, now, false);
+		rs_tx_hold_arm_locked(rs, now);
 	spin_unlock(&rs->lock);
 	if (wake)
 		rs_write_space(&rs->sk);
 }
 
-/*
- * Under rs->lock: the size that a send which fills the ring (full: it
- * just did) grows it to, or 0; may: nothing else stands in the way (no
- * move pending or failed a moment ago, no memory pressure). When the
- * answer is 0, arm the hold timer, since time alone may change it.
- */
-static u32 rs_tx_grow_check_locked(struct rs_sock *rs, bool may, bool full)
-{
-	u32 size = 0;
-	bool blocked;
-	u64 now;
-
-	if (!rs->transport || rs->dead)
-		return 0;
-	now = get_jiffies_64();
-	if (full)
-		size = rs_flow_tx_grow_size(&rs->flow, rs_tx_grow_max(rs), now,
-					    rs_tx_hold(rs));
-	else
-		size = rs_flow_tx_grow_wanted(&rs->flow, rs_tx_grow_max(rs),
-					      now, rs_tx_hold(rs));
-	blocked = size && (!may || rs_sq_free(rs) < rs_tx_grow_wrs(rs, size));
-	if (blocked)
-		size = 0;	/* the writer waits for room, as before */
-	if (!size)	/* the peer may just not be reading yet */
-		rs_tx_hold_arm_locked(rs, now, blocked);
-	return size;
-}
-
-/* Could the ring grow now, as far as this socket's own state goes? */
+/* Could the ring grow now, ignoring rs_flow_tx_grow_size()'s state? */
 static bool rs_tx_may_grow(struct rs_sock *rs)
 {
-	return !READ_ONCE(rs->tx_new.vaddr) && !READ_ONCE(rs->tx_old.vaddr) &&
+	return rs_tx_autotuned(rs) && !READ_ONCE(rs->tx_new.vaddr) &&
+	       !READ_ONCE(rs->tx_old.vaddr) &&
 	       !(READ_ONCE(rs->tx_grow_next) &&
 		 time_before(jiffies, READ_ONCE(rs->tx_grow_next))) &&
 	       !rs_mem_pressure();
@@ -191,36 +153,42 @@ static bool rs_tx_may_grow(struct rs_sock *rs)
 /* The size to grow to now, or 0. Under lock_sock(). */
 static u32 rs_tx_grow_size(struct rs_sock *rs)
 {
-	bool may;
-	u32 size;
+	u32 size = 0;
+	u64 now;
 
-	if (!rs_tx_autotuned(rs))
+	if (!rs_tx_may_grow(rs))
 		return 0;
-	may = rs_tx_may_grow(rs);
 	spin_lock_bh(&rs->lock);
-	size = rs_tx_grow_check_locked(rs, may, true);
+	now = get_jiffies_64();
+	if (rs->transport && !rs->dead)
+		size = rs_flow_tx_grow_size(&rs->flow, rs_tx_grow_max(rs),
+					    now, rs_tx_hold(rs));
+	if (!size)	/* the peer may just not be reading yet */
+		rs_tx_hold_arm_locked(rs, now);
+	if (size && rs_sq_free(rs) < rs_tx_grow_wrs(rs, size))
+		size = 0;	/* the writer waits for room, as before */
 	spin_unlock_bh(&rs->lock);
 	return size;
 }
 
 /*
- * For poll: a send would fill the ring and then grow it (EPOLLOUT; a
- * non-blocking writer whose peer reads only a whole request would
- * otherwise wait for ever). If not, the hold timer is armed when the
- * peer may turn out not to be reading, and its wake-up comes to poll.
+ * For poll: the peer has not read for the hold, and a send would fill
+ * the ring and then grow it (EPOLLOUT, or a non-blocking writer of a
+ * request that the peer reads only whole would wait for ever).
  */
 bool rs_tx_grow_due(struct rs_sock *rs)
 {
-	bool may;
-	u32 size;
+	bool due = false;
 
-	if (!rs_tx_autotuned(rs))
+	if (!rs_tx_may_grow(rs))
 		return false;
-	may = rs_tx_may_grow(rs);
 	spin_lock_bh(&rs->lock);
-	size = rs_tx_grow_check_locked(rs, may, false);
+	if (rs->transport && !rs->dead && !rs->flow.tx_paused &&
+	    rs->flow.ready && rs->flow.tx_size < rs_tx_grow_max(rs))
+		due = rs_flow_tx_held(&rs->flow, get_jiffies_64(),
+				      rs_tx_hold(rs));
 	spin_unlock_bh(&rs->lock);
-	return size;
+	return due;
 }
 
 /*

@@ -619,54 +619,6 @@ TEST_F_TIMEOUT(poll, epoll_edge_unread, 90)
 	rs_recv_pat(_metadata, self->s, total, key, 0);
 }
 
-/*
- * The same request written by a loop that polls for POLLOUT before every
- * write (level-triggered), after a first write that filled the peer's
- * buffer has landed: the next write fills the send ring exactly, so no
- * send need find it full, and poll itself may have to see that the peer
- * is not reading (it arms the hold timer, docs/design.md, "Send ring
- * autotuning"). POLLOUT needs a third of the ring free, as TCP's, so
- * about two thirds of the 4 MiB ring fill: 2 MiB at least (over TCP,
- * 1 MiB). (The module before poll armed the timer passed too: the
- * window closed with bytes queued, so a completion armed it.)
- */
-TEST_F_TIMEOUT(poll, poll_write_unread, 90)
-{
-	static char buf[64 * 1024];
-	uint64_t key = rs_key(0, 0, 34);
-	int again = 0, rev;
-	size_t total;
-	ssize_t n;
-
-	rs_pat_fill(buf, sizeof(buf), key, 0);
-	ASSERT_EQ((ssize_t)sizeof(buf), send(self->c, buf, sizeof(buf), 0));
-	total = sizeof(buf);
-	rs_msleep(50);		/* landed, well within the hold */
-	for (;;) {
-		/* no POLLOUT for 3 s is full */
-		rev = rs_poll(self->c, POLLOUT, 3000);
-		ASSERT_LE(0, rev);
-		if (!rev)
-			break;
-		ASSERT_EQ(POLLOUT, rev & POLLOUT);
-		rs_pat_fill(buf, sizeof(buf), key, total);
-		n = send(self->c, buf, sizeof(buf), MSG_DONTWAIT);
-		if (n > 0) {
-			total += n;
-			continue;
-		}
-		ASSERT_EQ(-1, n);
-		ASSERT_EQ(EAGAIN, errno);
-		/* POLLOUT that a send cannot use: rare, never a spin */
-		ASSERT_GT(100, ++again) TH_LOG("POLLOUT, then EAGAIN");
-		rs_msleep(10);
-	}
-	rs_info("%zu bytes queued unread, %d sends found no room", total,
-		again);
-	EXPECT_LE(rs.tcp || rs_fb_forced() ? RS_MIB : 2 * RS_MIB, total);
-	rs_recv_pat(_metadata, self->s, total, key, 0);
-}
-
 /* Ping-pong of sequence numbers between two epoll ET loops. */
 struct pinger {
 	int fd;

@@ -437,9 +437,6 @@ struct rs_sock {
 	void (*fb_error_report)(struct sock *sk);
 
 	struct timer_list probe_timer;	/* persist and keepalive probes */
-	struct timer_list hold_timer;	/* the peer may not be reading:
-					 * writers look again (rs_txgrow.c)
-					 */
 	struct work_struct teardown_work;
 	struct delayed_work orphan_work;
 };
@@ -646,9 +643,6 @@ bool rs_fence(struct rs_sock *rs, int err);
 
 /* rs_txgrow.c */
 bool rs_tx_grow(struct rs_sock *rs);
-bool rs_tx_grow_due(struct rs_sock *rs);
-void rs_tx_moved_locked(struct rs_sock *rs);
-void rs_hold_timer(struct timer_list *t);
 
 /*
  * The send ring grew and the ring it replaced can go: every work request

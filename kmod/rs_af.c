@@ -133,7 +133,6 @@ void rs_sock_setup(struct sock *sk, struct socket *sock)
 	INIT_LIST_HEAD(&rs->accept_node);
 	INIT_WORK(&rs->teardown_work, rs_teardown_work);
 	timer_setup(&rs->probe_timer, rs_probe_timer, 0);
-	timer_setup(&rs->hold_timer, rs_hold_timer, 0);
 	INIT_DELAYED_WORK(&rs->orphan_work, rs_orphan_work);
 	rs_fb_init(rs);
 	rs_diag_link(rs);

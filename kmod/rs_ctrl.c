@@ -223,7 +223,6 @@ static bool rs_ctl_reserved_ok(const struct rs_ctl *m)
 __poll_t rs_ctrl_recv_locked(struct rs_sock *rs, const struct rs_ctl *m,
 			     const struct ib_wc *wc)
 {
-	u64 cons = rs->flow.peer_cons;
 	__poll_t mask;
 
 	rs->stats.ctrl_received++;
@@ -233,8 +232,6 @@ __poll_t rs_ctrl_recv_locked(struct rs_sock *rs, const struct rs_ctl *m,
 		rs_abort_locked(rs, EPROTO);
 		return EPOLLERR;
 	}
-	if (rs->flow.peer_cons != cons)	/* the peer reads */
-		rs_tx_moved_locked(rs);
 	if (m->type != RS_MSG_DIRECT && (wc->wc_flags & IB_WC_WITH_INVALIDATE)) {
 		rs_abort_locked(rs, EPROTO);
 		return EPOLLERR;

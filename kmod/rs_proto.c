@@ -43,60 +43,25 @@ u32 rs_ring_size(u64 want, u32 max)
 }
 
 /*
- * Bytes are queued and the peer's window keeps them back: it is closed, or
- * too small to be worth a write (rs_flow_next_chunk()).
- */
-static bool rs_flow_window_holds(const struct rs_flow *f)
-{
-	u32 unsent = rs_flow_tx_unsent(f);
-	u32 space = rs_flow_peer_space(f);
-
-	return unsent && f->peer_size &&
-	       (!space || (space < unsent && space < f->peer_size / 8));
-}
-
-/*
- * The peer's full buffer holds the queued bytes back, every byte sent has
- * landed there (nothing in flight), and neither has moved for hold (on
- * the caller's clock, as tx_moved): the peer is not reading. A peer that
- * reads announces what it read once a quarter of its buffer is free, so a
- * closed window with nothing in flight lasts as long as that
- * announcement takes: a round trip, or a retransmission timeout when a
- * lossy link drops it. hold must cover that.
- */
-bool rs_flow_tx_held(const struct rs_flow *f, u64 now, u64 hold)
-{
-	return rs_flow_window_holds(f) && f->tx_done == f->tx_sent &&
-	       now - f->tx_moved >= hold;
-}
-
-/*
  * The size to grow the send ring to, at most max, when a writer finds it
- * full, or 0 to wait for room instead. Three cases are worth memory:
+ * full, or 0 to wait for room instead. Two cases are worth memory:
  *  - the ring is smaller than the peer's stream buffer: it, not the
  *    window, bounds the bytes in flight, so a bigger one moves more;
- *  - the peer's buffer holds the queued bytes back, and the ring is
- *    smaller than twice that buffer: a reader that lags a little (on a
- *    CPU it shares with the writer, say) lets the writer run one window
- *    ahead, and copy in bigger batches while it is descheduled;
- *  - the peer is not reading (rs_flow_tx_held()): the application may
- *    well write a whole request before it reads the reply, as TCP's
+ *  - the peer's full buffer holds the queued bytes back: the application
+ *    may well write a whole request before it reads the reply, as TCP's
  *    autotuned send buffer lets it (up to 4 MiB by default).
  * A ring full of bytes in flight into an open window waits: the device,
- * not the buffer, is what limits that sender. So does one whose peer
- * reads but whose window updates come late, beyond the window it may run
- * ahead: on a lossy link, queueing more there only delays every byte
- * behind it (the ring grew to 4 MiB at 5 % loss and took 20 s to drain
- * when a closed window alone sufficed).
+ * not the buffer, is what limits that sender.
  */
-u32 rs_flow_tx_grow_size(const struct rs_flow *f, u32 max, u64 now, u64 hold)
+u32 rs_flow_tx_grow_size(const struct rs_flow *f, u32 max)
 {
+	u32 unsent = rs_flow_tx_unsent(f);
+
 	if (f->tx_paused || !f->ready || f->tx_size >= max ||
 	    rs_flow_tx_space(f))
 		return 0;
-	if (f->tx_size < f->peer_size || rs_flow_tx_held(f, now, hold))
-		return f->tx_size << 1;
-	if (f->tx_size / 2 < f->peer_size && rs_flow_window_holds(f))
+	if (f->tx_size < f->peer_size ||
+	    (unsent && rs_flow_peer_space(f) < unsent))
 		return f->tx_size << 1;
 	return 0;
 }

@@ -70,9 +70,6 @@ struct rs_flow {
 	u64 tx_sent;		/* bytes posted in RDMA WRITEs */
 	u64 tx_done;		/* bytes whose WRITE completed: send ring free */
 	u64 peer_cons;		/* bytes the peer has consumed (window edge) */
-	u64 tx_moved;		/* when tx_done or peer_cons last moved, on
-				 * the caller's clock (rs_flow_tx_held())
-				 */
 	u32 tx_size;		/* local send ring */
 	u32 peer_size;		/* peer's stream buffer */
 	u32 credits;		/* peer receive slots we may consume */
@@ -143,8 +140,7 @@ void rs_flow_init(struct rs_flow *f, u32 tx_size, u32 rx_size, u32 nr_recv,
 void rs_flow_set_peer(struct rs_flow *f, u32 peer_size, u32 peer_recv);
 
 u32 rs_ring_size(u64 want, u32 max);
-bool rs_flow_tx_held(const struct rs_flow *f, u64 now, u64 hold);
-u32 rs_flow_tx_grow_size(const struct rs_flow *f, u32 max, u64 now, u64 hold);
+u32 rs_flow_tx_grow_size(const struct rs_flow *f, u32 max);
 void rs_flow_tx_resize(struct rs_flow *f, u32 tx_size);
 
 static inline u32 rs_flow_tx_space(const struct rs_flow *f)

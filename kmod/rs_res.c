@@ -390,7 +390,6 @@ void rs_transport_destroy(struct rs_sock *rs, struct rdma_cm_id *id)
 	if (!rs->transport)
 		return;
 	timer_delete_sync(&rs->probe_timer);	/* rs->dead stops re-arming */
-	timer_delete_sync(&rs->hold_timer);	/* ...this one too */
 	if (rs->qp) {
 		ib_drain_qp(rs->qp);
 		/* no peer can reach any buffer now: release the HCA's view */

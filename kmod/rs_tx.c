@@ -456,11 +456,8 @@ bool rs_tx_poll_writeable(struct rs_sock *rs)
 	/* the ring it grew from can go: a send may grow it again */
 	if (rs_tx_reapable(rs))
 		return true;
-	if (rs_policy(rs) != RDMASTREAM_POLICY_INDIRECT_ONLY &&
-	    READ_ONCE(rs->dtx.count) && rs_dsend_ready(rs))
-		return true;
-	/* the peer is not reading: a send fills the ring, then grows it */
-	return rs_tx_grow_due(rs);
+	return rs_policy(rs) != RDMASTREAM_POLICY_INDIRECT_ONLY &&
+	       READ_ONCE(rs->dtx.count) && rs_dsend_ready(rs);
 }
 
 /* What writers wait for, before a completion handler changes it. */
@@ -526,7 +523,6 @@ void rs_send_done(struct ib_cq *cq, struct ib_wc *wc)
 		rs_tx_sync_done_locked(rs, rs->flow.tx_done, s->tx_end);
 		/* pairs with the acquire in rs_tx_space() */
 		smp_store_release(&rs->flow.tx_done, s->tx_end);
-		rs_tx_moved_locked(rs);
 	}
 	if (s->fin)
 		rs->fin_done = true;

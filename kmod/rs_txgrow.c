@@ -3,17 +3,12 @@
  * Send-ring autotuning. A connection starts with an RS_TX_START send ring
  * unless SO_SNDBUF fixed its size, and a writer that finds it full grows
  * it, doubling up to RS_TX_GROW_MAX, when rs_flow_tx_grow_size() says a
- * bigger one helps: a ring smaller than the peer's window, or a peer that
- * is not reading (a program that writes a whole request before it reads
- * the reply, as TCP's autotuning allows). A peer is not reading when its
- * full buffer holds the queued bytes back, nothing is in flight, and that
- * has lasted three ack timeouts (rs_tx_hold()): a peer that reads, but
- * whose window updates a lossy link delays, must not make the ring (and
- * the queue in front of every byte) grow. The hold timer wakes writers
- * and pollers when it is over. Idle connections keep the small ring.
- * While ring memory is scarce (rs_mem_pressure()), rings do not grow, and
- * a grown ring that is empty at a send goes back to RS_TX_START
- * (rs_tx_tune(), the same move).
+ * bigger one helps: a ring smaller than the peer's window, or a peer
+ * whose full buffer holds the queued bytes back (a program that writes a
+ * whole request before it reads the reply, as TCP's autotuning allows).
+ * Idle connections keep the small ring. While ring memory is scarce
+ * (rs_mem_pressure()), rings do not grow, and a grown ring that is empty
+ * at a send goes back to RS_TX_START (rs_tx_tune(), the same move).
  *
  * The move, by the writer, under lock_sock() (tx_head stands still) and
  * tlock (no teardown meanwhile), without waiting for the network:
@@ -80,115 +75,22 @@ static bool rs_tx_autotuned(const struct rs_sock *rs)
 	return !rs->sndbuf_ring && !(rs->sk.sk_userlocks & SOCK_SNDBUF_LOCK);
 }
 
-/*
- * How long a closed window with nothing in flight must last before the
- * peer counts as not reading (rs_flow_tx_held()), in jiffies: three of
- * the QP's ack timeouts and four round trips. A window update is the last
- * packet its sender sends, so a loss of it is repaired by the peer QP's
- * ack timeout, not by a NAK; one lost twice in a row arrives after two,
- * which must not count. Under rs->lock (rs->rtt).
- */
-static u64 rs_tx_hold(const struct rs_sock *rs)
-{
-	u64 hold = 3 * (u64)(rs->ack_j ?: HZ / 4) + 1;
-
-	if (rs->rtt.valid)
-		hold += usecs_to_jiffies(4 * rs->rtt.srtt_us);
-	return hold;
-}
-
-/*
- * The window holds queued bytes back with nothing in flight: have the
- * hold timer look once the hold is over. Under rs->lock.
- */
-static void rs_tx_hold_arm_locked(struct rs_sock *rs, u64 now)
-{
-	u64 end = rs->flow.tx_moved + rs_tx_hold(rs);
-
-	/* over already: the writer that looked did not grow, and waits */
-	if (rs->dead || !rs->transport || timer_pending(&rs->hold_timer) ||
-	    end <= now || !rs_flow_tx_held(&rs->flow, now, 0))
-		return;
-	mod_timer(&rs->hold_timer, jiffies + (unsigned long)(end - now));
-}
-
-/* A WRITE completed, or the peer read: the hold starts again. */
-void rs_tx_moved_locked(struct rs_sock *rs)
-{
-	rs->flow.tx_moved = get_jiffies_64();
-	rs_tx_hold_arm_locked(rs, rs->flow.tx_moved);
-}
-
-/*
- * The hold is over: if the peer still has not read, writers (blocked, or
- * polling for EPOLLOUT) look again and may grow the ring; if it read or
- * a WRITE completed meanwhile, wait out the hold from then.
- */
-void rs_hold_timer(struct timer_list *t)
-{
-	struct rs_sock *rs = timer_container_of(rs, t, hold_timer);
-	u64 now = get_jiffies_64();
-	bool wake;
-
-	spin_lock(&rs->lock);
-	wake = !rs->dead && rs->transport &&
-	       rs_flow_tx_held(&rs->flow, now, rs_tx_hold(rs));
-	if (!wake)
-		rs_tx_hold_arm_locked(rs, now);
-	spin_unlock(&rs->lock);
-	if (wake)
-		rs_write_space(&rs->sk);
-}
-
-/* Could the ring grow now, ignoring rs_flow_tx_grow_size()'s state? */
-static bool rs_tx_may_grow(struct rs_sock *rs)
-{
-	return rs_tx_autotuned(rs) && !READ_ONCE(rs->tx_new.vaddr) &&
-	       !READ_ONCE(rs->tx_old.vaddr) &&
-	       !(READ_ONCE(rs->tx_grow_next) &&
-		 time_before(jiffies, READ_ONCE(rs->tx_grow_next))) &&
-	       !rs_mem_pressure();
-}
-
 /* The size to grow to now, or 0. Under lock_sock(). */
 static u32 rs_tx_grow_size(struct rs_sock *rs)
 {
 	u32 size = 0;
-	u64 now;
 
-	if (!rs_tx_may_grow(rs))
+	if (!rs_tx_autotuned(rs) || rs->tx_new.vaddr || rs->tx_old.vaddr ||
+	    (rs->tx_grow_next && time_before(jiffies, rs->tx_grow_next)) ||
+	    rs_mem_pressure())
 		return 0;
 	spin_lock_bh(&rs->lock);
-	now = get_jiffies_64();
 	if (rs->transport && !rs->dead)
-		size = rs_flow_tx_grow_size(&rs->flow, rs_tx_grow_max(rs),
-					    now, rs_tx_hold(rs));
-	if (!size)	/* the peer may just not be reading yet */
-		rs_tx_hold_arm_locked(rs, now);
+		size = rs_flow_tx_grow_size(&rs->flow, rs_tx_grow_max(rs));
 	if (size && rs_sq_free(rs) < rs_tx_grow_wrs(rs, size))
 		size = 0;	/* the writer waits for room, as before */
 	spin_unlock_bh(&rs->lock);
 	return size;
-}
-
-/*
- * For poll: the peer has not read for the hold, and a send would fill
- * the ring and then grow it (EPOLLOUT, or a non-blocking writer of a
- * request that the peer reads only whole would wait for ever).
- */
-bool rs_tx_grow_due(struct rs_sock *rs)
-{
-	bool due = false;
-
-	if (!rs_tx_may_grow(rs))
-		return false;
-	spin_lock_bh(&rs->lock);
-	if (rs->transport && !rs->dead && !rs->flow.tx_paused &&
-	    rs->flow.ready && rs->flow.tx_size < rs_tx_grow_max(rs))
-		due = rs_flow_tx_held(&rs->flow, get_jiffies_64(),
-				      rs_tx_hold(rs));
-	spin_unlock_bh(&rs->lock);
-	return due;
 }
 
 /*

@@ -575,50 +575,6 @@ TEST_F_TIMEOUT(poll, epoll_edge_pollout, 60)
 	close(ep);
 }
 
-/*
- * An edge-triggered event loop writes a request its peer reads only
- * whole: it sends until EAGAIN and then waits for the next EPOLLOUT edge,
- * never retrying without one. Over rdmastream the send ring grows for it
- * once the peer has not read for three ack timeouts (docs/design.md, "Send
- * ring autotuning"), and that must come as an edge, or the loop waits for
- * ever with the ring at 64 KiB: 4 MiB and more queue unread, as
- * data.unread_request asks of a writer that retries. Over TCP, 1 MiB
- * (about 2.5 MiB fit in TCP's autotuned buffers here). Then every byte
- * arrives.
- */
-TEST_F_TIMEOUT(poll, epoll_edge_unread, 90)
-{
-	static char buf[64 * 1024];
-	uint64_t key = rs_key(0, 0, 33);
-	struct epoll_event ev;
-	size_t total = 0;
-	int ep, edges = 0;
-	ssize_t n;
-
-	ep = ep_add(self->c, EPOLLOUT | EPOLLET);
-	ASSERT_GE(ep, 0);
-	ASSERT_EQ(1, epoll_wait(ep, &ev, 1, 1000));
-	for (;;) {
-		rs_pat_fill(buf, sizeof(buf), key, total);
-		n = send(self->c, buf, sizeof(buf), MSG_DONTWAIT);
-		if (n > 0) {
-			total += n;
-			continue;
-		}
-		ASSERT_EQ(-1, n);
-		ASSERT_EQ(EAGAIN, errno);
-		/* full: wait for the next edge; none for 3 s is the end */
-		if (epoll_wait(ep, &ev, 1, 3000) != 1)
-			break;
-		EXPECT_EQ(EPOLLOUT, ev.events & EPOLLOUT);
-		edges++;
-	}
-	rs_info("%zu bytes queued unread, %d EPOLLOUT edges", total, edges);
-	EXPECT_LE(rs.tcp || rs_fb_forced() ? RS_MIB : 4 * RS_MIB, total);
-	close(ep);
-	rs_recv_pat(_metadata, self->s, total, key, 0);
-}
-
 /* Ping-pong of sequence numbers between two epoll ET loops. */
 struct pinger {
 	int fd;

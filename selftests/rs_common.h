@@ -683,13 +683,7 @@ static inline size_t rs_pat_check(const void *buf, size_t len, uint64_t key,
  * Send with MSG_DONTWAIT until the socket stays full, i.e. both the local
  * send queue and the peer's receive buffer are exhausted. Returns the
  * number of bytes queued; the data is rs_pat_fill() pattern with key.
- * On EAGAIN it waits for POLLOUT, as an event loop would: an rdmastream
- * send ring grows only once the peer has not read for three ack timeouts
- * (0.2 s on a known LAN path, 0.8 s at a first contact), and poll says
- * when.
  */
-#define RS_FILL_WAIT_MS	1500
-
 static inline ssize_t rs_fill_pipe(int fd, uint64_t key)
 {
 	static char buf[64 * 1024];
@@ -707,11 +701,9 @@ static inline ssize_t rs_fill_pipe(int fd, uint64_t key)
 		}
 		if (n < 0 && errno != EAGAIN)
 			return -1;
-		/* POLLOUT once, then let in-flight data land and look again */
-		if (!idle++)
-			rs_poll(fd, POLLOUT, RS_FILL_WAIT_MS);
-		else
-			rs_msleep(50);
+		/* Let in-flight data land in the peer, then try again. */
+		idle++;
+		rs_msleep(50);
 	}
 	return total;
 }

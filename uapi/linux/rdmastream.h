@@ -83,7 +83,9 @@ enum {
  * receiver's buffer when it has advertised one and through the receiver's
  * stream buffer otherwise, switching automatically. Direct-only means
  * "direct whenever the receiver advertises": a receiver advertises every
- * blocking receive whatever its size, and a blocking sender with no
+ * blocking receive whatever its size that finds its stream buffer empty
+ * (bytes there come first; with a send slot and a credit free for the
+ * ADVERT, else it waits for data as usual), and a blocking sender with no
  * advertised buffer waits for one for a short grace period (10 ms, and
  * never longer than SO_SNDTIMEO) before it sends through the stream
  * buffer instead; a non-blocking send does not wait. A sender that had to

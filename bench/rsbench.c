@@ -57,6 +57,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -92,6 +93,7 @@
 #define RSB_MODE_CONN		'C'
 #define RSB_MODE_EVAL		'E'
 #define RSB_MODE_IDLE		'I'
+#define RSB_MODE_QUEUE		'Q'
 #define RSB_CONN_ACK		'c'
 #define RSB_F_VERIFY		(1u << 0)
 #define RSB_F_SYS		(1u << 1)	/* bw: system-wide CPU, please */
@@ -100,7 +102,7 @@
 #define RSB_CHUNK_LAST		0xee
 #define RSB_PAT_PERIOD		251
 #define RSB_MAX_SIZE		(64u << 20)
-#define RSB_MAX_CONNS		256
+#define RSB_MAX_CONNS		1024
 #define RSB_RX_BUF		(128u << 10)
 #define RSB_EV_EXT_LEN		16
 #define RSB_EV_READY_LEN	16
@@ -108,6 +110,10 @@
 #define RSB_EV_REPLY_LEN	(16 + 8 * RSB_EV_NFIELDS)
 #define RSB_EV_UNSET		0xffffffffu
 #define RSB_MAX_RECVS		64
+#define RSB_Q_REPLY_LEN		16
+#define RSB_Q_QUIET_MS		1000	/* queue: stuck after this long */
+#define RSB_Q_MAX		(64ull << 20)	/* queue: stop there */
+#define RSB_LOADED_MAX		(1u << 20)	/* bw -Y: samples kept */
 #define PF_KTHREAD_FLAG		0x00200000u	/* PF_KTHREAD in /proc/PID/stat */
 
 #define NSEC_PER_SEC		1000000000ull
@@ -142,6 +148,9 @@ static struct {
 	long threshold;			/* RDMASTREAM_DIRECT_THRESHOLD, -1: same */
 	size_t rxbuf;			/* lat: recv() buffer, 0: the message */
 	int recvs;			/* eval: outstanding receives */
+	int busy;			/* lat: SO_BUSY_POLL us, 0: not set */
+	int loaded;			/* bw: -Y, a 64 B ping-pong alongside */
+	uint32_t hold_ms;		/* queue: the server reads after this */
 } opt = {
 	.fam = FAM_RDMASTREAM,
 	.fam_name = "rdmastream",
@@ -156,6 +165,7 @@ static struct {
 	.policy = -1,
 	.threshold = -1,
 	.recvs = 1,
+	.hold_ms = 8000,
 };
 
 static const char *prog = "rsbench";
@@ -416,6 +426,11 @@ static void put_u64(uint8_t *p, uint64_t v)
 	put_u32(p + 4, v);
 }
 
+static uint16_t get_u16(const uint8_t *p)
+{
+	return (uint16_t)p[0] << 8 | p[1];
+}
+
 static uint32_t get_u32(const uint8_t *p)
 {
 	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
@@ -662,6 +677,19 @@ static void set_nodelay(int fd)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+/* SO_BUSY_POLL: spin this long in a receive before sleeping */
+static int set_busy(int fd, int usec, const char *who)
+{
+	if (!usec)
+		return 0;
+	if (setsockopt(fd, SOL_SOCKET, SO_BUSY_POLL, &usec, sizeof(usec))) {
+		errmsg("%s: setsockopt(SO_BUSY_POLL, %d): %s", who, usec,
+		       strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 static const char *policy_name(long p)
 {
 	switch (p) {
@@ -861,6 +889,68 @@ static int srv_lat(int fd, const char *peer, uint32_t size)
 	if (!ret && opt.verbose)
 		errmsg("%s: lat %u B: echoed %llu messages", peer, size,
 		       (unsigned long long)n);
+	free(buf);
+	return ret;
+}
+
+/*
+ * queue: read nothing for the hold the client asked for, so that its
+ * writes pile up in the transport, then drain to the end of the stream,
+ * checking every byte against the pattern, and answer with the count.
+ */
+static int srv_queue(int fd, const char *peer, uint32_t hold_ms)
+{
+	struct timespec ts = {
+		.tv_sec = hold_ms / 1000,
+		.tv_nsec = (hold_ms % 1000) * 1000000L,
+	};
+	uint64_t got = 0, bad = UINT64_MAX;
+	uint8_t reply[RSB_Q_REPLY_LEN], *buf, *pat;
+	int ret = -1;
+
+	buf = malloc(RSB_RX_BUF);
+	pat = make_pattern(RSB_RX_BUF);
+	if (!buf) {
+		errmsg("%s: out of memory", peer);
+		free(pat);
+		return -1;
+	}
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+	for (;;) {
+		ssize_t n = recv(fd, buf, RSB_RX_BUF, 0);
+
+		if (n == 0)
+			break;
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			errmsg("%s: queue: recv after %llu bytes: %s", peer,
+			       (unsigned long long)got, io_strerror(errno));
+			goto out;
+		}
+		if (bad == UINT64_MAX &&
+		    memcmp(buf, pat + got % RSB_PAT_PERIOD, n)) {
+			ssize_t i = 0;
+
+			while (buf[i] == pat[(got + i) % RSB_PAT_PERIOD])
+				i++;
+			bad = got + i;
+		}
+		got += n;
+	}
+	put_u32(reply, RSB_MAGIC);
+	put_u32(reply + 4, bad != UINT64_MAX);
+	put_u64(reply + 8, got);
+	if (write_exact(fd, reply, sizeof(reply), "queue reply"))
+		goto out;
+	if (bad != UINT64_MAX)
+		errmsg("%s: queue: stream differs from what was sent at offset %llu",
+		       peer, (unsigned long long)bad);
+	else
+		ret = 0;
+out:
+	free(pat);
 	free(buf);
 	return ret;
 }
@@ -1333,7 +1423,7 @@ static void *srv_thread(void *arg)
 	if (apply_rs_opts(c->fd, opt.policy, opt.threshold, peer))
 		goto out;
 	if (hdr[0] != RSB_MODE_LAT && hdr[0] != RSB_MODE_BW &&
-	    hdr[0] != RSB_MODE_EVAL) {
+	    hdr[0] != RSB_MODE_EVAL && hdr[0] != RSB_MODE_QUEUE) {
 		errmsg("%s: unknown request %#x (not an rsbench client?)", peer,
 		       hdr[0]);
 		goto out;
@@ -1351,7 +1441,13 @@ static void *srv_thread(void *arg)
 		errmsg("%s: bad message size %u", peer, size);
 		goto out;
 	}
-	if (hdr[0] == RSB_MODE_LAT)
+	if (hdr[0] == RSB_MODE_QUEUE)
+		ret = srv_queue(c->fd, peer, get_u64(hdr + 16) > 60000 ?
+				60000 : get_u64(hdr + 16));
+	else if (hdr[0] == RSB_MODE_LAT &&
+		 set_busy(c->fd, get_u16(hdr + 2), peer))
+		ret = -1;
+	else if (hdr[0] == RSB_MODE_LAT)
 		ret = srv_lat(c->fd, peer, size);
 	else if (hdr[0] == RSB_MODE_EVAL)
 		ret = srv_eval(c->fd, peer, hdr);
@@ -1534,6 +1630,7 @@ static int run_lat(const struct sockaddr_storage *ss, socklen_t len)
 	uint64_t warm = warmup_for(opt.iters, 1000);
 	uint64_t total = warm + opt.iters, i, n = 0, t_end = 0, sum = 0;
 	size_t size = opt.size, tag = size < 8 ? size : 8;
+	const char *mname = opt.busy ? "busy" : "lat";
 	uint8_t hdr[RSB_HDR_LEN], *tx, *rx, *pat;
 	uint64_t *samples;
 	int fd, ret = 1;
@@ -1550,10 +1647,13 @@ static int run_lat(const struct sockaddr_storage *ss, socklen_t len)
 	fd = client_connect(ss, len);
 	if (fd < 0)
 		goto out_free;
+	if (set_busy(fd, opt.busy, "client"))
+		goto out;
 
 	memset(hdr, 0, sizeof(hdr));
 	hdr[0] = RSB_MODE_LAT;
 	hdr[1] = RSB_VERSION;
+	put_u16(hdr + 2, opt.busy);	/* the server spins as well */
 	put_u32(hdr + 4, RSB_MAGIC);
 	put_u32(hdr + 8, size);
 	put_u32(hdr + 12, 0);
@@ -1613,18 +1713,18 @@ static int run_lat(const struct sockaddr_storage *ss, socklen_t len)
 	}
 
 	qsort(samples, n, sizeof(*samples), cmp_u64);
-	human("%s lat %zu B: p50 %.2f us  p99 %.2f us  p99.9 %.2f us  mean %.2f us  (min %.2f max %.2f; round trip, %llu samples after %llu warm-up)\n",
-	      label(), size, pct_us(samples, n, 50), pct_us(samples, n, 99),
+	human("%s %s %zu B: p50 %.2f us  p99 %.2f us  p99.9 %.2f us  mean %.2f us  (min %.2f max %.2f; round trip, %llu samples after %llu warm-up)\n",
+	      label(), mname, size, pct_us(samples, n, 50), pct_us(samples, n, 99),
 	      pct_us(samples, n, 99.9), (double)sum / n / 1000.0,
 	      samples[0] / 1000.0, samples[n - 1] / 1000.0,
 	      (unsigned long long)n, (unsigned long long)warm);
-	csv("lat", size, 1, "p50", pct_us(samples, n, 50), "us");
-	csv("lat", size, 1, "p99", pct_us(samples, n, 99), "us");
-	csv("lat", size, 1, "p99.9", pct_us(samples, n, 99.9), "us");
-	csv("lat", size, 1, "mean", (double)sum / n / 1000.0, "us");
-	csv("lat", size, 1, "min", samples[0] / 1000.0, "us");
-	csv("lat", size, 1, "max", samples[n - 1] / 1000.0, "us");
-	csv("lat", size, 1, "samples", n, "count");
+	csv(mname, size, 1, "p50", pct_us(samples, n, 50), "us");
+	csv(mname, size, 1, "p99", pct_us(samples, n, 99), "us");
+	csv(mname, size, 1, "p99.9", pct_us(samples, n, 99.9), "us");
+	csv(mname, size, 1, "mean", (double)sum / n / 1000.0, "us");
+	csv(mname, size, 1, "min", samples[0] / 1000.0, "us");
+	csv(mname, size, 1, "max", samples[n - 1] / 1000.0, "us");
+	csv(mname, size, 1, "samples", n, "count");
 	ret = 0;
 out:
 	close(fd);
@@ -1767,10 +1867,89 @@ out:
 	return NULL;
 }
 
+/* bw -Y: a 64 B ping-pong on a connection of its own, during the run */
+struct loaded_lat {
+	int fd;
+	pthread_t th;
+	uint64_t *samples;
+	uint64_t n;
+	int ok;
+};
+
+static int loaded_open(const struct sockaddr_storage *ss, socklen_t len,
+		       struct loaded_lat *l)
+{
+	uint8_t hdr[RSB_HDR_LEN];
+
+	l->samples = malloc(RSB_LOADED_MAX * sizeof(*l->samples));
+	if (!l->samples)
+		die("out of memory");
+	l->fd = client_connect(ss, len);
+	if (l->fd < 0)
+		return -1;
+	memset(hdr, 0, sizeof(hdr));
+	hdr[0] = RSB_MODE_LAT;
+	hdr[1] = RSB_VERSION;
+	put_u32(hdr + 4, RSB_MAGIC);
+	put_u32(hdr + 8, 64);
+	return write_exact(l->fd, hdr, sizeof(hdr), "request header (-Y)");
+}
+
+static void *loaded_thread(void *arg)
+{
+	struct loaded_lat *l = arg;
+	uint8_t tx[64], rx[64];
+	uint64_t i, t0;
+
+	memset(tx, 0x5a, sizeof(tx));
+	pthread_barrier_wait(&bw_barrier);
+	for (i = 0; (t0 = now_ns()) < bw_deadline; i++) {
+		memcpy(tx, &i, sizeof(i));
+		if (write_full(l->fd, tx, sizeof(tx))) {
+			errmsg("bw -Y: send of round trip %llu: %s",
+			       (unsigned long long)i, io_strerror(errno));
+			return NULL;
+		}
+		errno = 0;
+		if (read_msg(l->fd, rx, sizeof(rx), sizeof(rx)) != sizeof(rx) ||
+		    memcmp(tx, rx, sizeof(tx))) {
+			errmsg("bw -Y: echo of round trip %llu: %s",
+			       (unsigned long long)i, errno ?
+			       io_strerror(errno) : "short or different");
+			return NULL;
+		}
+		if (l->n < RSB_LOADED_MAX)
+			l->samples[l->n++] = now_ns() - t0;
+	}
+	l->ok = 1;
+	return NULL;
+}
+
+/* the -Y figures, or an error when the probe failed or measured nothing */
+static int loaded_report(struct loaded_lat *l)
+{
+	uint64_t *v = l->samples, n = l->n;
+
+	if (!l->ok || !n) {
+		errmsg("bw -Y: %s", l->ok ? "no round trip completed" :
+		       "the latency probe failed");
+		return -1;
+	}
+	qsort(v, n, sizeof(*v), cmp_u64);
+	human("%s bw -Y: 64 B round trip under load: p50 %.2f us  p99 %.2f us  (%llu samples)\n",
+	      label(), pct_us(v, n, 50), pct_us(v, n, 99),
+	      (unsigned long long)n);
+	csv("bw", opt.size, opt.conns, "loaded_p50", pct_us(v, n, 50), "us");
+	csv("bw", opt.size, opt.conns, "loaded_p99", pct_us(v, n, 99), "us");
+	csv("bw", opt.size, opt.conns, "loaded_samples", n, "count");
+	return 0;
+}
+
 static int run_bw(const struct sockaddr_storage *ss, socklen_t len)
 {
 	uint64_t bytes = 0, srv_cpu = 0, s0 = UINT64_MAX, s1 = 0;
 	uint64_t c0 = UINT64_MAX, c1 = 0, cpu0, cpu1, *ssys = NULL;
+	struct loaded_lat ll = { .fd = -1 };
 	struct bw_conn *conns;
 	struct sys_snap snap;
 	struct sys_delta sd;
@@ -1797,12 +1976,26 @@ static int run_bw(const struct sockaddr_storage *ss, socklen_t len)
 		}
 	}
 
-	pthread_barrier_init(&bw_barrier, NULL, opt.conns + 1);
+	if (opt.loaded && loaded_open(ss, len, &ll)) {
+		for (i = 0; i < opt.conns; i++)
+			close(conns[i].fd);
+		if (ll.fd >= 0)
+			close(ll.fd);
+		free(ll.samples);
+		free(conns);
+		return 1;
+	}
+	pthread_barrier_init(&bw_barrier, NULL, opt.conns + 1 + !!opt.loaded);
 	for (i = 0; i < opt.conns; i++) {
 		err = pthread_create(&conns[i].th, NULL, bw_thread, &conns[i]);
 		if (err)
 			die("pthread_create: %s", strerror(err));
 		started++;
+	}
+	if (opt.loaded) {
+		err = pthread_create(&ll.th, NULL, loaded_thread, &ll);
+		if (err)
+			die("pthread_create: %s", strerror(err));
 	}
 	sys_begin(&snap);
 	cpu0 = cpu_us(RUSAGE_SELF);
@@ -1811,6 +2004,10 @@ static int run_bw(const struct sockaddr_storage *ss, socklen_t len)
 	for (i = 0; i < started; i++)
 		pthread_join(conns[i].th, NULL);
 	cpu1 = cpu_us(RUSAGE_SELF);
+	if (opt.loaded) {
+		pthread_join(ll.th, NULL);
+		close(ll.fd);
+	}
 	sys_end(&snap, &sd);
 
 	for (i = 0; i < opt.conns; i++) {
@@ -1843,11 +2040,13 @@ static int run_bw(const struct sockaddr_storage *ss, socklen_t len)
 		}
 	}
 	if (!ok) {
+		free(ll.samples);
 		free(conns);
 		errmsg("bw: %s run failed", opt.fam_name);
 		return 1;
 	}
 	if (s1 <= s0 || c1 <= c0 || !bytes) {
+		free(ll.samples);
 		free(conns);
 		errmsg("bw: nothing measured");
 		return 1;
@@ -1911,8 +2110,117 @@ static int run_bw(const struct sockaddr_storage *ss, socklen_t len)
 		csv("bw", opt.size, opt.conns, "conn_min", cmin, "MB/s");
 		csv("bw", opt.size, opt.conns, "conn_max", cmax, "MB/s");
 	}
+	ok = !opt.loaded || !loaded_report(&ll);
+	free(ll.samples);
 	free(conns);
+	return !ok;
+}
+
+/* ---------------------------------------------------------------------- */
+/* client: how much a writer can queue that the peer has not read yet     */
+
+static int queue_end(int fd, uint64_t queued)
+{
+	uint8_t reply[RSB_Q_REPLY_LEN];
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) ||
+	    shutdown(fd, SHUT_WR)) {
+		errmsg("queue: ending the stream: %s", strerror(errno));
+		return -1;
+	}
+	if (read_exact(fd, reply, sizeof(reply), "queue reply"))
+		return -1;
+	if (get_u32(reply) != RSB_MAGIC || get_u32(reply + 4)) {
+		errmsg("queue: the server reports a bad stream (see its log)");
+		return -1;
+	}
+	if (get_u64(reply + 8) != queued) {
+		errmsg("queue: the server received %llu bytes, %llu were sent",
+		       (unsigned long long)get_u64(reply + 8),
+		       (unsigned long long)queued);
+		return -1;
+	}
 	return 0;
+}
+
+/*
+ * queue: the server reads nothing for opt.hold_ms. Write SIZE-byte
+ * chunks without blocking until no write has gone in for RSB_Q_QUIET_MS
+ * (or RSB_Q_MAX is queued, or the hold is nearly over: a lower bound
+ * then): that is what the transport lets a writer queue before it blocks
+ * (TCP's autotuning lets it queue megabytes). Then end the stream; the
+ * server drains it, checks every byte and reports the count.
+ */
+static int run_queue(const struct sockaddr_storage *ss, socklen_t len)
+{
+	uint64_t queued = 0, t_stop, t_last, now;
+	uint8_t hdr[RSB_HDR_LEN], *pat;
+	int fd, fl, r, ret = 1, capped = 0;
+	struct pollfd pfd;
+
+	pat = make_pattern(opt.size);
+	fd = client_connect(ss, len);
+	if (fd < 0)
+		goto out_free;
+	memset(hdr, 0, sizeof(hdr));
+	hdr[0] = RSB_MODE_QUEUE;
+	hdr[1] = RSB_VERSION;
+	put_u32(hdr + 4, RSB_MAGIC);
+	put_u32(hdr + 8, opt.size);
+	put_u64(hdr + 16, opt.hold_ms);
+	if (write_exact(fd, hdr, sizeof(hdr), "request header"))
+		goto out;
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK)) {
+		errmsg("queue: fcntl(O_NONBLOCK): %s", strerror(errno));
+		goto out;
+	}
+	t_last = now_ns();
+	t_stop = t_last + (opt.hold_ms - RSB_Q_QUIET_MS - 1000) * 1000000ull;
+	for (;;) {
+		ssize_t n = send(fd, pat + queued % RSB_PAT_PERIOD, opt.size,
+				 MSG_NOSIGNAL);
+
+		now = now_ns();
+		if (n > 0) {
+			queued += n;
+			t_last = now;
+			if (queued >= RSB_Q_MAX || now >= t_stop) {
+				capped = 1;
+				break;
+			}
+			continue;
+		}
+		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+		    errno != EINTR) {
+			errmsg("queue: send after %llu bytes: %s",
+			       (unsigned long long)queued, io_strerror(errno));
+			goto out;
+		}
+		if (now - t_last >= RSB_Q_QUIET_MS * 1000000ull)
+			break;
+		pfd.fd = fd;
+		pfd.events = POLLOUT;
+		r = poll(&pfd, 1, RSB_Q_QUIET_MS - (now - t_last) / 1000000);
+		if (r < 0 && errno != EINTR) {
+			errmsg("queue: poll: %s", strerror(errno));
+			goto out;
+		}
+	}
+	if (queue_end(fd, queued))
+		goto out;
+	human("%s queue: %.0f KiB written before the writer blocked (%s; nothing read by the peer for %u ms), all received intact\n",
+	      label(), queued / 1024.0, capped ? "a lower bound: still going" :
+	      "no write for 1 s", opt.hold_ms);
+	csv("queue", opt.size, 1, "queued", queued / 1024.0, "KiB");
+	csv("queue", opt.size, 1, "capped", capped, "count");
+	ret = 0;
+out:
+	close(fd);
+out_free:
+	free(pat);
+	return ret;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -2476,6 +2784,7 @@ static void __attribute__((noreturn)) usage(int code)
 "       %s -c ADDR [-p PORT] [-f FAMILY] -m conn [-i N] [-w N] [-t SECS]\n"
 "       %s -c ADDR [-p PORT] [-f FAMILY] -m eval [-S SIZE] [-R N] (-t SECS | -b BYTES)\n"
 "       %s -c ADDR [-p PORT] [-f FAMILY] -m idle [-P N]\n"
+"       %s -c ADDR [-p PORT] [-f FAMILY] -m queue [-S SIZE] [-t SECS]\n"
 "                  [-d POLICY] [-X BYTES]\n"
 "\n"
 "  -f FAMILY   rdmastream (default), tcp, smc (AF_SMC, SMCPROTO_SMC[6]) or\n"
@@ -2498,6 +2807,10 @@ static void __attribute__((noreturn)) usage(int code)
 "              idle: -P connections established, 1 byte each way, held idle\n"
 "              1 s: MemAvailable per connection on this host (both ends when\n"
 "              the server runs here), and rdmastream's ring bytes (mem_used)\n"
+"              queue: the server reads nothing for -t SECS (default 8); the\n"
+"              client writes SIZE-byte chunks without blocking until no write\n"
+"              has gone in for 1 s: the bytes a writer can queue unread\n"
+"              before it blocks; then the server checks every byte\n"
 "  -S SIZE     message/write size, suffix k/m (default 64; bw default 64k)\n"
 "  -i N        lat iterations (default 10000) / conn connections (default 1000)\n"
 "  -w N        warm-up iterations (default iters/10, at most 1000 lat / 10 conn)\n"
@@ -2512,6 +2825,9 @@ static void __attribute__((noreturn)) usage(int code)
 "              and accepted sockets, an eval client asks the server for it too\n"
 "              (ignored for other families; failing to set it is an error)\n"
 "  -X BYTES    rdmastream: RDMASTREAM_DIRECT_THRESHOLD, the same way as -d\n"
+"  -B USEC    lat: SO_BUSY_POLL USEC on both ends (CSV mode \"busy\")\n"
+"  -Y          bw (timed): also a 64 B ping-pong on a connection of its own\n"
+"              during the run: round trip p50/p99 under that load\n"
 "  -L BYTES    lat: read messages with recv()s of BYTES (a large buffer, as\n"
 "              many applications use), on the side given it\n"
 "  -T SECS     per-call socket timeout, SO_RCVTIMEO/SO_SNDTIMEO (default 30, 0 off)\n"
@@ -2524,7 +2840,7 @@ static void __attribute__((noreturn)) usage(int code)
 "CSV columns: transport,mode,size,conns,metric,value,unit. MB/s = 10^6 bytes/s.\n"
 "  -m eval prints one row per run instead; -H shows its columns.\n"
 "Exit status: 0 ok, 1 error, 2 usage, 3 deadline exceeded.\n",
-		prog, prog, prog, prog, prog, prog, AF_RDMASTREAM, RSB_DEFAULT_PORT,
+		prog, prog, prog, prog, prog, prog, prog, AF_RDMASTREAM, RSB_DEFAULT_PORT,
 		RSB_MAX_RECVS);
 	exit(code);
 }
@@ -2584,7 +2900,7 @@ int main(int argc, char **argv)
 	socklen_t len;
 	uint64_t v;
 
-	while ((c = getopt(argc, argv, "sc:a:p:f:F:m:S:i:w:t:b:P:n:VT:A:o:Hl:vhd:R:X:L:")) != -1) {
+	while ((c = getopt(argc, argv, "sc:a:p:f:F:m:S:i:w:t:b:P:n:VT:A:o:Hl:vhd:R:X:L:B:Y")) != -1) {
 		switch (c) {
 		case 's':
 			opt.server = 1;
@@ -2633,6 +2949,8 @@ int main(int argc, char **argv)
 				opt.mode = RSB_MODE_EVAL;
 			else if (!strcmp(optarg, "idle"))
 				opt.mode = RSB_MODE_IDLE;
+			else if (!strcmp(optarg, "queue"))
+				opt.mode = RSB_MODE_QUEUE;
 			else {
 				errmsg("unknown mode %s", optarg);
 				usage(2);
@@ -2640,6 +2958,17 @@ int main(int argc, char **argv)
 			break;
 		case 'L':
 			opt.rxbuf = parse_size(optarg, "recv buffer");
+			break;
+		case 'B':
+			v = parse_size(optarg, "busy-poll time");
+			if (v < 1 || v > 65535) {
+				errmsg("-B must be 1 .. 65535 us");
+				usage(2);
+			}
+			opt.busy = v;
+			break;
+		case 'Y':
+			opt.loaded = 1;
 			break;
 		case 'S':
 			opt.size = parse_size(optarg, "size");
@@ -2730,8 +3059,8 @@ int main(int argc, char **argv)
 	if (opt.server && !opt.addr)
 		opt.addr = "0.0.0.0";
 
-	if ((opt.mode == RSB_MODE_BW || opt.mode == RSB_MODE_EVAL) &&
-	    !size_set)
+	if ((opt.mode == RSB_MODE_BW || opt.mode == RSB_MODE_EVAL ||
+	     opt.mode == RSB_MODE_QUEUE) && !size_set)
 		opt.size = 64 << 10;
 	if (opt.mode == RSB_MODE_CONN && !iters_set)
 		opt.iters = 1000;
@@ -2745,6 +3074,22 @@ int main(int argc, char **argv)
 	if (opt.recvs > 1 && opt.mode != RSB_MODE_EVAL) {
 		errmsg("-R only applies to -m eval");
 		usage(2);
+	}
+	if (opt.busy && opt.mode != RSB_MODE_LAT) {
+		errmsg("-B only applies to -m lat");
+		usage(2);
+	}
+	if (opt.loaded && (opt.mode != RSB_MODE_BW || opt.total)) {
+		errmsg("-Y only applies to a timed -m bw (-t, not -b)");
+		usage(2);
+	}
+	if (opt.mode == RSB_MODE_QUEUE) {
+		if (opt.seconds > 0)
+			opt.hold_ms = opt.seconds * 1000;
+		if (opt.hold_ms < 4000 || opt.hold_ms > 60000) {
+			errmsg("-m queue: -t must be 4 .. 60 s");
+			usage(2);
+		}
 	}
 	if (opt.mode == RSB_MODE_EVAL && opt.verify) {
 		errmsg("-V does not apply to -m eval (concurrent writers interleave)");
@@ -2818,6 +3163,9 @@ int main(int argc, char **argv)
 		break;
 	case RSB_MODE_IDLE:
 		ret = run_idle(&ss, len);
+		break;
+	case RSB_MODE_QUEUE:
+		ret = run_queue(&ss, len);
 		break;
 	default:
 		ret = run_conn(&ss, len);

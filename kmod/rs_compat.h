@@ -208,4 +208,17 @@ static inline bool rs_inet6_cleanup_sock(struct sock *sk)
 #define RS_PD_LINGER		(10 * HZ)
 #endif
 
+/*
+ * rdma_rxe before 6.10 lets a QP's retransmission timer run from its
+ * oldest unacknowledged packet, pushed on only by an ACK: with many QPs
+ * streaming, ACKs come late and a short timeout goes back N for nothing,
+ * which reaches rxe's req_retry() race (docs/lossy-links.md, "The
+ * floor"). There the ack timeout floor is higher (kmod/rs_main.c).
+ */
+#ifdef RS_RXE_STALE_TIMER
+#define RS_ACK_MIN_DEFAULT	16
+#else
+#define RS_ACK_MIN_DEFAULT	14
+#endif
+
 #endif /* RS_COMPAT_H */

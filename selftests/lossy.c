@@ -40,7 +40,7 @@
  * happens on a clean link; netem goes on once connected and off in the
  * teardown.
  *
- * Knobs (defaults): RS_LOSSY_MB (2 MiB each way), RS_LOSSY_PART_MB (8,
+ * Knobs (defaults): RS_LOSSY_MB (2 MiB each way), RS_LOSSY_PART_MB (24,
  * the partition cases, 4 times that for TCP), RS_LOSSY_PART_SEC (5),
  * RS_LOSSY_BOUND (30), RS_LOSSY_TCP_UTO (8000),
  * RS_LOSSY_PORT (47100), RS_LOSSY_WAIT (300 s to wait for the other
@@ -775,7 +775,7 @@ static void lossy_run(struct __test_metadata *_metadata,
 		      const FIXTURE_VARIANT(lossy) *v, const char *name)
 {
 	uint64_t per = rs_env_ulong(v->part ? "RS_LOSSY_PART_MB" :
-				    "RS_LOSSY_MB", v->part ? 8 : 2) * RS_MIB;
+				    "RS_LOSSY_MB", v->part ? 24 : 2) * RS_MIB;
 	double bound = rs_env_ulong("RS_LOSSY_BOUND", 30);
 	bool joined[2] = { false, false };
 	struct rs_xfer x[2] = { };

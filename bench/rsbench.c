@@ -151,6 +151,7 @@ static struct {
 	int busy;			/* lat: SO_BUSY_POLL us, 0: not set */
 	int loaded;			/* bw: -Y, a 64 B ping-pong alongside */
 	uint32_t hold_ms;		/* queue: the server reads after this */
+	int bufsz;			/* -W: SO_SNDBUF and SO_RCVBUF, 0: auto */
 } opt = {
 	.fam = FAM_RDMASTREAM,
 	.fam_name = "rdmastream",
@@ -690,6 +691,22 @@ static int set_busy(int fd, int usec, const char *who)
 	return 0;
 }
 
+/* -W: fixed socket buffers (no autotuning); listeners pass them on */
+static int set_bufs(int fd, const char *who)
+{
+	if (!opt.bufsz)
+		return 0;
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &opt.bufsz,
+		       sizeof(opt.bufsz)) ||
+	    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &opt.bufsz,
+		       sizeof(opt.bufsz))) {
+		errmsg("%s: setsockopt(SO_SNDBUF/SO_RCVBUF, %d): %s", who,
+		       opt.bufsz, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 static const char *policy_name(long p)
 {
 	switch (p) {
@@ -793,7 +810,8 @@ static int client_connect(const struct sockaddr_storage *ss, socklen_t len)
 		return -1;
 	set_timeouts(fd);
 	set_nodelay(fd);
-	if (apply_rs_opts(fd, opt.policy, opt.threshold, "client")) {
+	if (set_bufs(fd, "client") ||
+	    apply_rs_opts(fd, opt.policy, opt.threshold, "client")) {
 		close(fd);
 		return -1;
 	}
@@ -1483,7 +1501,8 @@ static int run_server(void)
 	    opt.verbose)
 		errmsg("warning: SO_REUSEADDR: %s", strerror(errno));
 	/* accepted sockets get them as well (srv_thread, srv_eval) */
-	if (apply_rs_opts(lfd, opt.policy, opt.threshold, "listener"))
+	if (set_bufs(lfd, "listener") ||
+	    apply_rs_opts(lfd, opt.policy, opt.threshold, "listener"))
 		return 1;
 	if (bind(lfd, (struct sockaddr *)&ss, len)) {
 		errmsg("bind %s (%s): %s", addr_str(&ss, abuf, sizeof(abuf)),
@@ -2828,6 +2847,9 @@ static void __attribute__((noreturn)) usage(int code)
 "  -B USEC    lat: SO_BUSY_POLL USEC on both ends (CSV mode \"busy\")\n"
 "  -Y          bw (timed): also a 64 B ping-pong on a connection of its own\n"
 "              during the run: round trip p50/p99 under that load\n"
+"  -W BYTES    SO_SNDBUF and SO_RCVBUF on every socket (a server: on its\n"
+"              listener, which passes them on), as a program that sets its\n"
+"              buffers would (no autotuning)\n"
 "  -L BYTES    lat: read messages with recv()s of BYTES (a large buffer, as\n"
 "              many applications use), on the side given it\n"
 "  -T SECS     per-call socket timeout, SO_RCVTIMEO/SO_SNDTIMEO (default 30, 0 off)\n"
@@ -2900,7 +2922,7 @@ int main(int argc, char **argv)
 	socklen_t len;
 	uint64_t v;
 
-	while ((c = getopt(argc, argv, "sc:a:p:f:F:m:S:i:w:t:b:P:n:VT:A:o:Hl:vhd:R:X:L:B:Y")) != -1) {
+	while ((c = getopt(argc, argv, "sc:a:p:f:F:m:S:i:w:t:b:P:n:VT:A:o:Hl:vhd:R:X:L:B:YW:")) != -1) {
 		switch (c) {
 		case 's':
 			opt.server = 1;
@@ -2969,6 +2991,14 @@ int main(int argc, char **argv)
 			break;
 		case 'Y':
 			opt.loaded = 1;
+			break;
+		case 'W':
+			v = parse_size(optarg, "buffer size");
+			if (v < 1 || v > INT_MAX / 2) {
+				errmsg("-W must be 1 .. %d bytes", INT_MAX / 2);
+				usage(2);
+			}
+			opt.bufsz = v;
 			break;
 		case 'S':
 			opt.size = parse_size(optarg, "size");

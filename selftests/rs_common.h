@@ -1016,6 +1016,17 @@ static inline bool rs_have_cmd(const char *cmd)
 	return system(buf) == 0;
 }
 
+/* Is the running kernel older than maj.min? */
+static inline bool rs_kernel_before(int maj, int min)
+{
+	struct utsname u;
+	int a = 0, b = 0;
+
+	if (uname(&u) || sscanf(u.release, "%d.%d", &a, &b) != 2)
+		return false;
+	return a < maj || (a == maj && b < min);
+}
+
 /*
  * Is RS_RDMADEV Soft-RoCE on a kernel older than maj.min? For the
  * expectations that rdma_rxe's own fixed bugs change (docs/kernels.md):
@@ -1023,13 +1034,7 @@ static inline bool rs_have_cmd(const char *cmd)
  */
 static inline bool rs_rxe_before(int maj, int min)
 {
-	struct utsname u;
-	int a = 0, b = 0;
-
-	if (strncmp(rs.rdmadev, "rxe", 3) || uname(&u) ||
-	    sscanf(u.release, "%d.%d", &a, &b) != 2)
-		return false;
-	return a < maj || (a == maj && b < min);
+	return !strncmp(rs.rdmadev, "rxe", 3) && rs_kernel_before(maj, min);
 }
 
 /* The MRs of RS_RDMADEV from `rdma res show`, or -1. */

@@ -15,8 +15,11 @@
  *         closes; the client waits for that close, then closes as well.
  *
  *   lat/bw: client sends a 24 byte header
- *	u8 mode ('L' or 'B'), u8 version, u16 reserved, u32 magic,
+ *	u8 mode ('L' or 'B'), u8 version, u16 arg, u32 magic,
  *	u32 size, u32 flags, u64 count
+ *        where arg is, for lat, the SO_BUSY_POLL us of both ends and,
+ *        for bw, the client's socket timeout in seconds, which the server
+ *        takes for the connection (0: its own)
  *
  *   lat: the client sends "size" bytes, the server echoes them back, until
  *        the client closes at a message boundary.
@@ -654,12 +657,12 @@ static int open_socket(int sa_family)
 	return -1;
 }
 
-static void set_timeouts(int fd)
+static void set_timeouts_s(int fd, int secs)
 {
 	static int warned;
-	struct timeval tv = { .tv_sec = opt.timeout };
+	struct timeval tv = { .tv_sec = secs };
 
-	if (!opt.timeout)
+	if (!secs)
 		return;
 	if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) ||
 	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv))) {
@@ -667,6 +670,11 @@ static void set_timeouts(int fd)
 			errmsg("warning: SO_RCVTIMEO/SO_SNDTIMEO: %s (relying on the overall -A deadline)",
 			       strerror(errno));
 	}
+}
+
+static void set_timeouts(int fd)
+{
+	set_timeouts_s(fd, opt.timeout);
 }
 
 static void set_nodelay(int fd)
@@ -1469,8 +1477,11 @@ static void *srv_thread(void *arg)
 		ret = srv_lat(c->fd, peer, size);
 	else if (hdr[0] == RSB_MODE_EVAL)
 		ret = srv_eval(c->fd, peer, hdr);
-	else
+	else {
+		/* many streams share the link: the client's wait, not ours */
+		set_timeouts_s(c->fd, get_u16(hdr + 2));
 		ret = srv_bw(c->fd, peer, size, flags);
+	}
 out:
 	close(c->fd);
 	free(c);
@@ -1799,6 +1810,8 @@ static void *bw_thread(void *arg)
 	memset(hdr, 0, sizeof(hdr));
 	hdr[0] = RSB_MODE_BW;
 	hdr[1] = RSB_VERSION;
+	/* the server waits as long as this client does */
+	put_u16(hdr + 2, opt.timeout > 65535 ? 65535 : opt.timeout);
 	put_u32(hdr + 4, RSB_MAGIC);
 	put_u32(hdr + 8, size);
 	/* one connection measures the server host system-wide */

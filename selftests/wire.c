@@ -11,6 +11,10 @@
  * stream6:    the same over IPv6 (RS_ADDR6, RS_PEER6: 2001:2::<host> in
  *             the VMs), RS_WIRE_MB6 MiB each way.
  * multi:      RS_WIRE_CONNS connections doing the same with random I/O.
+ * multi16:    16 connections, RS_WIRE_MB16 MiB each way in all. With rxe
+ *             before 6.10 and an ack timeout below 268 ms, 16 streams
+ *             between two VMs set off a spurious go-back-N whose retry
+ *             the responder rejects (ERR_LENGTH): every run reset.
  * peer_death: host 2 connects twice, takes some data, then powers itself
  *             off without closing anything (sysrq, RS_WIRE_DIE). Host 1
  *             keeps sending on one connection and must get an error within
@@ -24,7 +28,7 @@
  * sysrq power off; b: sysrq reboot; kill: just SIGKILL the holder process,
  * for testing the test; none: skip peer_death; the default with
  * RS_FAMILY=inet), RS_WIRE_DIE_DELAY (15),
- * RS_WIRE_DEATH_SEC (60), RS_WIRE_MB6 (16).
+ * RS_WIRE_DEATH_SEC (60), RS_WIRE_MB6 (16), RS_WIRE_MB16 (32).
  */
 #include "rs_common.h"
 
@@ -32,7 +36,7 @@
 
 #define WIRE_MAGIC	0x657269777372ULL	/* "rswire" */
 
-enum wire_test { WT_STREAM = 1, WT_MULTI, WT_DEATH, WT_STREAM6 };
+enum wire_test { WT_STREAM = 1, WT_MULTI, WT_DEATH, WT_STREAM6, WT_MULTI16 };
 
 struct hello {
 	uint64_t magic;
@@ -297,6 +301,16 @@ TEST_F_TIMEOUT(wire, multi, 900)
 	ASSERT_GT(n, 0);
 	wire_connect_all(_metadata, &self->c, WT_MULTI, n);
 	wire_streams(_metadata, &self->c, per / n, true, "multi");
+}
+
+/* As many streams as rsbench -P 16, which reset on 6.1 at ack timeout 14 */
+TEST_F_TIMEOUT(wire, multi16, 900)
+{
+	uint64_t per = rs_env_ulong("RS_WIRE_MB16", 32) * RS_MIB;
+	int n = ARRAY_SIZE(self->c.fd);
+
+	wire_connect_all(_metadata, &self->c, WT_MULTI16, n);
+	wire_streams(_metadata, &self->c, per / n, true, "multi16");
 }
 
 /* Over IPv6: rdma_cm resolves the peer's 2001:2:: address through rxe0. */

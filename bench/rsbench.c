@@ -1783,11 +1783,42 @@ static pthread_barrier_t bw_barrier;
 static const uint8_t *bw_pat;
 static uint64_t bw_deadline;		/* timed runs: one end for all */
 
+/* chunks per connection for a run of -n bytes, 0 for a timed run */
+static uint64_t bw_nchunks(void)
+{
+	uint64_t per = (opt.total + opt.conns - 1) / opt.conns;
+
+	return opt.total ? (per + opt.size - 1) / opt.size : 0;
+}
+
+/*
+ * The request of connection c, sent as soon as it is connected: the server
+ * then waits with this client's timeout (-T) while the other connections
+ * are set up (1000 of them take longer than a 10 s timeout between VMs),
+ * not with its own.
+ */
+static int bw_request(const struct bw_conn *c)
+{
+	uint8_t hdr[RSB_HDR_LEN];
+
+	memset(hdr, 0, sizeof(hdr));
+	hdr[0] = RSB_MODE_BW;
+	hdr[1] = RSB_VERSION;
+	put_u16(hdr + 2, opt.timeout > 65535 ? 65535 : opt.timeout);
+	put_u32(hdr + 4, RSB_MAGIC);
+	put_u32(hdr + 8, opt.size);
+	/* one connection measures the server host system-wide */
+	put_u32(hdr + 12, (opt.verify ? RSB_F_VERIFY : 0) |
+		(c->idx == 0 ? RSB_F_SYS : 0));
+	put_u64(hdr + 16, bw_nchunks() * opt.size);
+	return write_exact(c->fd, hdr, sizeof(hdr), "request header");
+}
+
 static void *bw_thread(void *arg)
 {
 	struct bw_conn *c = arg;
 	size_t size = opt.size;
-	uint8_t hdr[RSB_HDR_LEN], reply[RSB_REPLY_LEN], *buf;
+	uint8_t reply[RSB_REPLY_LEN], *buf;
 	uint64_t chunks = 0, nchunks = 0, deadline = 0, chunk;
 	char what[32];
 	uint32_t status;
@@ -1799,31 +1830,13 @@ static void *bw_thread(void *arg)
 		pthread_barrier_wait(&bw_barrier);
 		return NULL;
 	}
-	if (opt.total) {
-		uint64_t per = (opt.total + opt.conns - 1) / opt.conns;
-
-		nchunks = (per + size - 1) / size;
-	}
+	nchunks = bw_nchunks();
 
 	pthread_barrier_wait(&bw_barrier);
-
-	memset(hdr, 0, sizeof(hdr));
-	hdr[0] = RSB_MODE_BW;
-	hdr[1] = RSB_VERSION;
-	/* the server waits as long as this client does */
-	put_u16(hdr + 2, opt.timeout > 65535 ? 65535 : opt.timeout);
-	put_u32(hdr + 4, RSB_MAGIC);
-	put_u32(hdr + 8, size);
-	/* one connection measures the server host system-wide */
-	put_u32(hdr + 12, (opt.verify ? RSB_F_VERIFY : 0) |
-		(c->idx == 0 ? RSB_F_SYS : 0));
-	put_u64(hdr + 16, nchunks * size);
 
 	c->t_start = now_ns();
 	if (!opt.total)
 		deadline = bw_deadline;
-	if (write_exact(c->fd, hdr, sizeof(hdr), "request header"))
-		goto out;
 
 	for (chunk = 0;; chunk++) {
 		int last;
@@ -1997,6 +2010,10 @@ static int run_bw(const struct sockaddr_storage *ss, socklen_t len)
 	for (i = 0; i < opt.conns; i++) {
 		conns[i].idx = i;
 		conns[i].fd = client_connect(ss, len);
+		if (conns[i].fd >= 0 && bw_request(&conns[i])) {
+			close(conns[i].fd);
+			conns[i].fd = -1;
+		}
 		if (conns[i].fd < 0) {
 			if (i)
 				errmsg("bw: connection %d of %d failed", i + 1,

@@ -44,11 +44,12 @@
 
 /*
  * Send work requests per QP. With the ADVERT slots' LOCAL_INVs and the
- * drain's one the QP asks for 127: rdma_rxe sizes a queue to the next
- * power of two above that, of 512-byte entries (16 SGEs), so 128 slots,
- * 64 KiB per end; 128 here made it 256 slots, 128 KiB (docs/limits.md).
+ * drain's one the QP asks for 63: rdma_rxe sizes a queue to the next
+ * power of two above that, of 512-byte entries (16 SGEs), so 64 slots,
+ * 32 KiB per end (118 took 128 slots, 128 took 256: docs/limits.md), and
+ * each end's share of a pooled CQ shrinks with it.
  */
-#define RS_SQ_DEPTH		118
+#define RS_SQ_DEPTH		54
 #define RS_RQ_DEPTH		64	/* receive slots per QP (credits) */
 #define RS_SIGNAL_EVERY		(RS_SQ_DEPTH / 4)
 #define RS_MAX_INLINE		256
@@ -101,7 +102,7 @@
 /* LOCAL_INV late: kick the QP after this, then every RS_QP_QUIET */
 #define RS_INV_KICK		(HZ / 10)
 #define RS_DGRACE_MS		10	/* direct-only: wait for an ADVERT */
-#define RS_TX_START		(64U << 10)	/* send ring, unless SO_SNDBUF */
+#define RS_TX_START		(16U << 10)	/* send ring, unless SO_SNDBUF */
 #define RS_TX_GROW_MAX		(4U << 20)	/* ...grown at most to this */
 #define RS_TX_GROW_RETRY	HZ	/* after a failed allocation */
 #define RS_RX_START		(64U << 10)	/* stream buffer, if it can grow */

@@ -121,7 +121,7 @@ static int rs_qp_create(struct rs_sock *rs, struct rdma_cm_id *id)
 	int ret;
 
 	/* one power of two of slots in rxe, not two (rs.h, RS_SQ_DEPTH) */
-	BUILD_BUG_ON(RS_SQ_DEPTH + RS_ADV_SLOTS + 1 > 127);
+	BUILD_BUG_ON(RS_SQ_DEPTH + RS_ADV_SLOTS + 1 > 63);
 	ret = rdma_create_qp(id, rs->pd, &attr);
 	if (ret == -EINVAL) {
 		attr.cap.max_inline_data = 0;

@@ -79,7 +79,7 @@ static long long mem_used_stable(unsigned int secs)
 /* ---- what an idle connection costs ---- */
 
 #define IDLE_CONNS	32
-#define IDLE_KMEM_MAX	384	/* KiB of slab + vmalloc per connection */
+#define IDLE_KMEM_MAX	256	/* KiB of slab + vmalloc per connection */
 
 /* Kernel memory besides the rings, as rsbench -m idle reports it. */
 static long long idle_kmem_kib(void)
@@ -114,13 +114,14 @@ FIXTURE_TEARDOWN(idle)
 
 /*
  * An idle connection (both ends on this host, default buffers) holds
- * 256 KiB of rings: each end's stream buffer and send ring start at
- * 64 KiB and grow only with use. Everything else it allocates (rxe's
- * queues, QP and MR state, sockets) stays under IDLE_KMEM_MAX: about
- * 270 KiB since the send queue fits rxe's 128 slots. Until 2026-11-24
- * the rings were 640 KiB and the rest 400-491 KiB per connection. (A
- * debug kernel's allocations carry KASAN and kmemleak metadata: there
- * only the rings are checked.)
+ * 160 KiB of rings: each end's stream buffer starts at 64 KiB and its
+ * send ring at 16 KiB, and both grow only with use. Everything else it
+ * allocates (rxe's queues, QP and MR state, sockets) stays under
+ * IDLE_KMEM_MAX: about 185 KiB since the send queue fits rxe's 64 slots
+ * (270 KiB with 128 slots, 400-491 KiB with 256; the rings were 256 KiB
+ * with a 64 KiB send ring, 640 KiB before 2026-11-24). (A debug kernel's
+ * allocations carry KASAN and kmemleak metadata: there only the rings
+ * are checked.)
  */
 TEST_F_TIMEOUT(idle, memory, 180)
 {
@@ -155,7 +156,7 @@ TEST_F_TIMEOUT(idle, memory, 180)
 	rs_info("idle: %d connections: rings %lld KiB each, slab+vmalloc %lld KiB each%s",
 		IDLE_CONNS, (used1 - used0) / 1024 / IDLE_CONNS,
 		(k1 - k0) / IDLE_CONNS, debug ? " (debug kernel)" : "");
-	EXPECT_EQ((long long)IDLE_CONNS * (256 << 10), used1 - used0);
+	EXPECT_EQ((long long)IDLE_CONNS * (160 << 10), used1 - used0);
 	if (!debug)
 		EXPECT_GT(IDLE_KMEM_MAX * IDLE_CONNS, k1 - k0);
 }
@@ -706,10 +707,10 @@ static ssize_t fill_and_drain(struct __test_metadata *_metadata, int c,
 
 /*
  * Ring memory under pressure (mem_used above three quarters of mem_max):
- * a send ring that grew goes back to 64 KiB at its socket's next send
- * and mem_used drops by the difference at a send once the old ring is
- * fenced (its LOCAL_INV completed); rings do not grow meanwhile,
- * and grow again once the pressure is gone.
+ * a send ring that grew goes back to its start size (16 KiB) at its
+ * socket's next send, and mem_used drops by the difference at a send
+ * once the old ring is fenced (its LOCAL_INV completed); rings do not
+ * grow meanwhile, and grow again once the pressure is gone.
  */
 TEST_F_TIMEOUT(mem_max, grown_ring_shrinks, 120)
 {

@@ -1782,7 +1782,13 @@ struct bw_conn {
 static pthread_barrier_t bw_barrier;
 static const uint8_t *bw_pat;
 static uint64_t bw_deadline;		/* timed runs: one end for all */
-static int bw_streams_done;		/* -Y: every stream thread joined */
+static int bw_streams_ended;		/* -Y: streams past their last write */
+
+/* This stream wrote its last byte (or failed): the full load is over. */
+static void bw_stream_end(void)
+{
+	__atomic_add_fetch(&bw_streams_ended, 1, __ATOMIC_RELEASE);
+}
 
 /* chunks per connection for a run of -n bytes, 0 for a timed run */
 static uint64_t bw_nchunks(void)
@@ -1828,6 +1834,7 @@ static void *bw_thread(void *arg)
 	buf = calloc(1, size);
 	if (!buf) {
 		errmsg("%s: out of memory", what);
+		bw_stream_end();
 		pthread_barrier_wait(&bw_barrier);
 		return NULL;
 	}
@@ -1856,6 +1863,7 @@ static void *bw_thread(void *arg)
 			       errno == EPIPE || errno == ECONNRESET ?
 			       "connection closed by the server (see its log)" :
 			       io_strerror(errno));
+			bw_stream_end();
 			goto out;
 		}
 		c->sent += size;
@@ -1863,6 +1871,7 @@ static void *bw_thread(void *arg)
 		if (last)
 			break;
 	}
+	bw_stream_end();
 	c->t_end = now_ns();
 
 	if (read_exact(c->fd, reply, sizeof(reply), "bw reply from server"))
@@ -1951,14 +1960,15 @@ static void *loaded_thread(void *arg)
 	memset(tx, 0x5a, sizeof(tx));
 	pthread_barrier_wait(&bw_barrier);
 	/*
-	 * Round trips for as long as any stream runs: with a thousand streams
-	 * on two CPUs this thread may first run after the planned end, while
-	 * the streams, as late to start, still write; it says how late.
+	 * Round trips for as long as every stream still writes (the load the
+	 * figure is about), at least one: with a thousand streams on two CPUs
+	 * this thread may first run after the planned end, while the streams,
+	 * as late to start, still write; it says how late.
 	 */
 	t0 = now_ns();
 	if (t0 >= bw_deadline)
 		l->late_ns = (int64_t)(t0 - bw_deadline);
-	for (i = 0; i == 0 || !__atomic_load_n(&bw_streams_done,
+	for (i = 0; i == 0 || !__atomic_load_n(&bw_streams_ended,
 						__ATOMIC_ACQUIRE); i++) {
 		t0 = now_ns();
 		memcpy(tx, &i, sizeof(i));
@@ -2053,6 +2063,7 @@ static int run_bw(const struct sockaddr_storage *ss, socklen_t len)
 		free(conns);
 		return 1;
 	}
+	bw_streams_ended = 0;
 	pthread_barrier_init(&bw_barrier, NULL, opt.conns + 1 + !!opt.loaded);
 	for (i = 0; i < opt.conns; i++) {
 		err = pthread_create(&conns[i].th, NULL, bw_thread, &conns[i]);
@@ -2071,7 +2082,6 @@ static int run_bw(const struct sockaddr_storage *ss, socklen_t len)
 	pthread_barrier_wait(&bw_barrier);
 	for (i = 0; i < started; i++)
 		pthread_join(conns[i].th, NULL);
-	__atomic_store_n(&bw_streams_done, 1, __ATOMIC_RELEASE);
 	cpu1 = cpu_us(RUSAGE_SELF);
 	if (opt.loaded) {
 		pthread_join(ll.th, NULL);

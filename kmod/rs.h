@@ -104,6 +104,7 @@
 #define RS_DGRACE_MS		10	/* direct-only: wait for an ADVERT */
 #define RS_TX_START		(16U << 10)	/* send ring, unless SO_SNDBUF */
 #define RS_TX_GROW_MAX		(4U << 20)	/* ...grown at most to this */
+#define RS_BUDGET_MIN		(1U << 10)	/* one connection's share, least */
 #define RS_TX_GROW_RETRY	HZ	/* after a failed allocation */
 #define RS_RX_START		(64U << 10)	/* stream buffer, if it can grow */
 #define RS_RX_GROW_MAX		(4U << 20)	/* ...grown at most to this */
@@ -262,6 +263,7 @@ struct rs_stats {
 	u64 ctrl_received;
 	u64 window_stalls;
 	u64 credit_stalls;
+	u64 cap_stalls;			/* ...by the in-flight budget */
 	u64 completions;
 	u64 probes;
 	u64 kicks;			/* probes that restarted a silent SQ */
@@ -384,6 +386,9 @@ struct rs_sock {
 	bool fin_rcvd;
 	bool reset_rcvd;
 	bool dead;			/* no more posting: torn down or dying */
+	bool budgeted;			/* the device takes a budget */
+	bool budget_counted;		/* ...and rs counts in it */
+	bool budget_direct;		/* a direct transfer is in flight */
 	bool torn;			/* teardown started */
 	bool settled;			/* teardown chose EOF or an error */
 	bool established;		/* was connected: names are valid */
@@ -544,6 +549,7 @@ enum rs_chain {
 				 */
 };
 
+extern unsigned int rs_inflight_max;
 extern unsigned long rs_mem_max;
 extern atomic_long_t rs_mem_used;
 extern unsigned int rs_max_orphans;
@@ -828,6 +834,12 @@ int rs_stat_register(void);
 void rs_stat_unregister(void);
 int rs_diag_register(void);
 void rs_diag_unregister(void);
+
+/* rs_budget.c: bytes in flight to other hosts on rxe */
+bool rs_budget_wanted(struct rs_sock *rs, struct rdma_cm_id *id);
+void rs_budget_update_locked(struct rs_sock *rs);
+u32 rs_budget_cap(const struct rs_sock *rs);
+void rs_budget_direct(struct rs_sock *rs, bool on);
 
 /* rs_pd.c: a connection's PD back to the device (RS_PD_LINGER) */
 #ifdef RS_PD_LINGER

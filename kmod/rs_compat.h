@@ -211,14 +211,17 @@ static inline bool rs_inet6_cleanup_sock(struct sock *sk)
 /*
  * rdma_rxe before 6.10 lets a QP's retransmission timer run from its
  * oldest unacknowledged packet, pushed on only by an ACK: with many QPs
- * streaming, ACKs come late and a short timeout goes back N for nothing,
- * which reaches rxe's req_retry() race (docs/lossy-links.md, "The
- * floor"). There the ack timeout floor is higher (kmod/rs_main.c).
+ * streaming to another host, the queue in front of the receiver delays
+ * the ACKs past a short ack timeout, every QP goes back N for nothing, and
+ * that reaches rxe's req_retry() race (docs/lossy-links.md, "The floor").
+ * There the connections to other hosts share a budget of bytes in flight
+ * (rs_budget.c), which keeps that queue short; from 6.10 the completer
+ * pushes the timer on at every post and no budget is needed.
  */
 #ifdef RS_RXE_STALE_TIMER
-#define RS_ACK_MIN_DEFAULT	16
+#define RS_BUDGET_DEFAULT	(256U << 10)
 #else
-#define RS_ACK_MIN_DEFAULT	14
+#define RS_BUDGET_DEFAULT	0U
 #endif
 
 #endif /* RS_COMPAT_H */

@@ -396,7 +396,9 @@ static long rs_dsend_zcopy(struct rs_sock *rs, struct msghdr *msg, u32 n,
 	long ret;
 
 	rs->dactive++;
+	rs_budget_direct(rs, true);
 	ret = __rs_dsend_zcopy(rs, msg, n, snap);
+	rs_budget_direct(rs, false);
 	rs_dactive_put(rs);
 	return ret;
 }
@@ -425,6 +427,7 @@ long rs_dsend(struct rs_sock *rs, struct msghdr *msg, u32 len, long *timeo)
 		if (ret > 0) {
 			n = min_t(u32, len, snap.len - snap.filled);
 			n = min_t(u32, n, rs_dsend_max(rs));
+			n = min_t(u32, n, rs_budget_cap(rs) ?: n);
 			if (n <= rs->max_inline)
 				ret = rs_dsend_inline(rs, msg, n, &snap);
 			else

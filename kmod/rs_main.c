@@ -82,13 +82,14 @@ MODULE_PARM_DESC(spin_max_us,
 /*
  * The QP ack timeout on devices that retry for ever (rxe, rs_rtt.c), as
  * exponents: 4.096 us << exp. ack_timeout_min is the floor under what the
- * measured round trip asks for: 14 (67 ms; 16 before 6.10, where 14 still
- * reset 16 streams between two VMs, rs_compat.h), which moved 0.6-1.2x TCP's
+ * measured round trip asks for: 14 (67 ms), which moved 0.6-1.2x TCP's
  * throughput at 1 % loss where 16 (268 ms) moved 0.1-0.35x. Under TCG
  * load 12 (16.8 ms) retransmits spuriously by the thousand and reaches an
- * rxe go-back-N race that resets connections (docs/lossy-links.md,
- * "The floor"). ack_timeout_first is what a peer with no round trip
- * measured yet gets (16: enough for a 100 ms path). New connections only.
+ * rxe go-back-N race that resets connections; before 6.10, 14 does too
+ * unless the in-flight budget keeps the receivers' queues short
+ * (inflight_max, rs_budget.c; docs/lossy-links.md, "The floor").
+ * ack_timeout_first is what a peer with no round trip measured yet gets
+ * (16: enough for a 100 ms path). New connections only.
  */
 static int rs_ack_set(const char *val, const struct kernel_param *kp)
 {
@@ -100,12 +101,12 @@ static const struct kernel_param_ops rs_ack_ops = {
 	.get = param_get_uint,
 };
 
-unsigned int rs_ack_min = RS_ACK_MIN_DEFAULT;
+unsigned int rs_ack_min = 14;
 module_param_cb(ack_timeout_min, &rs_ack_ops, &rs_ack_min, 0644);
 MODULE_PARM_DESC(ack_timeout_min,
 		 "QP ack timeout floor on rxe, 4.096 us << this, "
 		 __stringify(RS_RTO_EXP_MIN) ".." __stringify(RS_RTO_EXP_MAX)
-		 " (default 14; 16 on kernels before 6.10)");
+		 " (default 14)");
 
 unsigned int rs_ack_first = 16;
 module_param_cb(ack_timeout_first, &rs_ack_ops, &rs_ack_first, 0644);

@@ -105,7 +105,8 @@ bool rs_flow_next_chunk(const struct rs_flow *f, struct rs_chunk *c)
 	u32 space = rs_flow_peer_space(f);
 	u32 len;
 
-	if (!unsent || !f->peer_size || !space || f->tx_paused)
+	if (!unsent || !f->peer_size || !space || f->tx_paused ||
+	    rs_flow_capped(f))
 		return false;
 	if (space < unsent && space < f->peer_size / 8)
 		return false;
@@ -114,8 +115,20 @@ bool rs_flow_next_chunk(const struct rs_flow *f, struct rs_chunk *c)
 	len = rs_min(unsent, space);
 	len = rs_min(len, f->max_chunk);
 	len = rs_min(len, f->peer_size - c->remote_off);
+	if (f->tx_cap)
+		len = rs_min(len, f->tx_cap - (u32)(f->tx_sent - f->tx_done));
 	c->len = len;
 	return true;
+}
+
+/*
+ * The connection's share of the device's in-flight budget is used up:
+ * its WRITEs' completions free it. A cap never stops the first byte: a
+ * connection with nothing in flight may always send (tx_cap > 0).
+ */
+bool rs_flow_capped(const struct rs_flow *f)
+{
+	return f->tx_cap && (u32)(f->tx_sent - f->tx_done) >= f->tx_cap;
 }
 
 static bool rs_flow_ack_wanted(const struct rs_flow *f)
@@ -145,7 +158,8 @@ enum rs_tx_action rs_flow_next(const struct rs_flow *f, struct rs_chunk *c)
 	if (rs_flow_ack_wanted(f))
 		return may ? RS_TX_ACK : RS_TX_STALL_CREDIT;
 	if (f->ready && rs_flow_tx_unsent(f) && !f->tx_paused)
-		return RS_TX_STALL_WINDOW;
+		return rs_flow_capped(f) && rs_flow_peer_space(f) ?
+		       RS_TX_STALL_CAP : RS_TX_STALL_WINDOW;
 	return RS_TX_NONE;
 }
 

@@ -75,6 +75,9 @@ struct rs_flow {
 	u32 credits;		/* peer receive slots we may consume */
 	u32 peer_recv;		/* receive slots the peer posts in total */
 	u32 max_chunk;		/* largest single WRITE */
+	u32 tx_cap;		/* bytes in flight at most (0: no cap), the
+				 * share of a device-wide budget (rs_budget.c)
+				 */
 	/* receiving side */
 	u64 rx_prod;		/* bytes the peer has written into our ring */
 	u64 rx_cons;		/* bytes the application has read */
@@ -126,6 +129,7 @@ enum rs_tx_action {
 	RS_TX_RING,		/* RING or RING_ACK (ring_ack_wanted) */
 	RS_TX_STALL_WINDOW,	/* data queued, peer's buffer full */
 	RS_TX_STALL_CREDIT,	/* something to send, no receive slot */
+	RS_TX_STALL_CAP,	/* data may go, but tx_cap bytes are in flight */
 };
 
 /* One indirect WRITE: where it reads and where it lands. */
@@ -167,6 +171,7 @@ bool rs_flow_may_send(const struct rs_flow *f, u32 returns);
 enum rs_tx_action rs_flow_next(const struct rs_flow *f, struct rs_chunk *c);
 u32 rs_flow_take_owed(struct rs_flow *f);
 bool rs_flow_next_chunk(const struct rs_flow *f, struct rs_chunk *c);
+bool rs_flow_capped(const struct rs_flow *f);
 void rs_flow_chunk_sent(struct rs_flow *f, const struct rs_chunk *c);
 void rs_flow_msg_sent(struct rs_flow *f);
 

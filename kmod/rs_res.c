@@ -268,6 +268,7 @@ int rs_transport_create(struct rs_sock *rs, struct rdma_cm_id *id)
 		rs->mem = (unsigned long)rx_size + tx_size;
 	}
 	rs->dev = dev;
+	rs->budgeted = rs_budget_wanted(rs, id);
 	rs->transport = true;
 	rs->regs_pending = 1;		/* until rs_reg_done() */
 	rs->pd = ib_alloc_pd(dev, 0);
@@ -422,6 +423,7 @@ void rs_transport_destroy(struct rs_sock *rs, struct rdma_cm_id *id)
 	rs->pd = NULL;
 	spin_lock_bh(&rs->lock);
 	rs->transport = false;
+	rs_budget_update_locked(rs);	/* no longer counts */
 	spin_unlock_bh(&rs->lock);
 }
 

@@ -159,6 +159,8 @@ void rs_info_fill(struct rs_sock *rs, struct rdmastream_info *info)
 	info->rsi_base_rtt_us = rs->base_rtt_us;
 	info->rsi_base_rttvar_us = rs->base_rttvar_us;
 	info->rsi_path_mtu = rs->path_mtu;
+	info->rsi_tx_cap = rs->flow.tx_cap;
+	info->rsi_cap_stalls = rs->stats.cap_stalls;
 	rs_info_direct(rs, info);
 	spin_unlock_bh(&rs->lock);
 	rs_fb_info(rs, info);

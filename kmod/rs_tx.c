@@ -220,6 +220,10 @@ static int rs_post_chunk(struct rs_sock *rs, const struct rs_chunk *chunk)
 		smp_store_release(&rs->flow.tx_done, rs->flow.tx_sent);
 		last = false;
 	}
+	/* the budget's share is used up: its completion frees room */
+	if (rs_flow_capped(&rs->flow))
+		last = true;
+	rs_budget_update_locked(rs);
 	if (rs_post_slot(rs, &wr.wr, !inl || last, false)) {
 		/* the QP is broken; the CM or a completion will report it */
 		rs->flow.owed += credits;
@@ -232,6 +236,27 @@ static int rs_post_chunk(struct rs_sock *rs, const struct rs_chunk *chunk)
 	return 0;
 }
 
+/*
+ * The connection's share of the in-flight budget is used up (rs_budget.c):
+ * the completion of its last work request frees room and pushes again.
+ * If that one went unsignalled (the share shrank since, as connections
+ * joined), a signalled zero-length WRITE behind it brings the completion.
+ */
+static void rs_budget_stall_locked(struct rs_sock *rs)
+{
+	struct ib_rdma_wr wr = {};
+
+	rs->stats.cap_stalls++;
+	if (rs->sq_signaled + 1 == rs->sq_posted || !rs->peer_ready ||
+	    !rs_sq_free(rs))
+		return;
+	wr.wr.opcode = IB_WR_RDMA_WRITE;
+	wr.remote_addr = rs->peer_addr;
+	wr.rkey = rs->peer_rkey;
+	if (rs_post_slot(rs, &wr.wr, true, false))
+		rs_abort_locked(rs, ECONNRESET);
+}
+
 /* Post whatever may go now, as the protocol core decides. */
 void rs_push_locked(struct rs_sock *rs)
 {
@@ -240,6 +265,7 @@ void rs_push_locked(struct rs_sock *rs)
 
 	if (!rs->transport)
 		return;
+	rs->flow.tx_cap = rs_budget_cap(rs);
 	while (!rs->dead && rs_sq_free(rs)) {
 		if (rs->cancel_wanted || rs->cancel_ack_wanted) {
 			enum rs_ctl_type t = rs->cancel_ack_wanted ?
@@ -274,6 +300,9 @@ void rs_push_locked(struct rs_sock *rs)
 		case RS_TX_STALL_WINDOW:
 			rs->stats.window_stalls++;
 			rs_probe_arm_locked(rs, RS_PROBE_INTERVAL);
+			return;
+		case RS_TX_STALL_CAP:
+			rs_budget_stall_locked(rs);
 			return;
 		default:
 			return;
@@ -523,6 +552,7 @@ void rs_send_done(struct ib_cq *cq, struct ib_wc *wc)
 		rs_tx_sync_done_locked(rs, rs->flow.tx_done, s->tx_end);
 		/* pairs with the acquire in rs_tx_space() */
 		smp_store_release(&rs->flow.tx_done, s->tx_end);
+		rs_budget_update_locked(rs);
 	}
 	if (s->fin)
 		rs->fin_done = true;

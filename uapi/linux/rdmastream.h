@@ -193,6 +193,13 @@ struct rdmastream_info {
 	__u32	rsi_path_mtu;		/* the QP's path MTU, bytes: the
 					 * largest RoCE MTU the netdev allows
 					 */
+	/* in-flight budget, sizes grow only by appending after this point */
+	__u32	rsi_tx_cap;		/* bytes this connection may keep in
+					 * flight: its share of the module's
+					 * inflight_max, 0: no cap
+					 */
+	__u32	rsi_pad5;
+	__u64	rsi_cap_stalls;		/* pushes stopped by that share */
 };
 
 #define RDMASTREAM_INFO_F_PEER_READY	(1U << 0) /* peer buffer known */

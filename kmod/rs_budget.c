@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The host's budget of bytes in flight to other hosts on rdma_rxe
+ * (docs/lossy-links.md, "The floor"; docs/design.md, "The in-flight
+ * budget").
+ *
+ * A RoCE NIC paces its QPs (DCQCN); rdma_rxe sends whatever is posted, up
+ * to 128 packets per QP. Sixteen streams between two hosts then queue
+ * hundreds of milliseconds of data in front of the receiver, and the ACKs
+ * wait behind it. Before 6.10 rxe's retransmission timer runs from a QP's
+ * oldest unacknowledged packet and moves only when an ACK comes, so with
+ * an ack timeout of 67 ms every QP went back N for nothing, thousands of
+ * times, until rxe's go-back-N race reset a connection; the module had to
+ * keep 268 ms there, which cost three quarters of the throughput on a
+ * link that loses 1 % of its packets.
+ *
+ * So on those kernels the bytes a connection to another host keeps in
+ * flight (indirect WRITEs not yet completed, or one direct transfer) are
+ * capped at its share of inflight_max: the budget split evenly among the
+ * connections that have bytes in flight, never below RS_BUDGET_MIN, so
+ * each always moves. One stream alone gets the whole budget. A capped
+ * connection resumes when a completion of its own frees room: no
+ * connection waits on another. Connections within the host (rxe's
+ * loopback) have no link queue and take no share.
+ */
+#include <net/addrconf.h>
+#include <net/route.h>
+
+#include "rs.h"
+
+unsigned int rs_inflight_max = RS_BUDGET_DEFAULT;
+module_param_named(inflight_max, rs_inflight_max, uint, 0644);
+MODULE_PARM_DESC(inflight_max,
+		 "bytes in flight to other hosts, all rxe connections together; 0: no cap (default 262144 before 6.10, else 0)");
+
+/* connections with bytes in flight on budgeted devices */
+static atomic_t rs_budget_users = ATOMIC_INIT(0);
+
+/* Is addr one of this host's own (rxe then loops the packets back)? */
+static bool rs_addr_local(struct net *net, const struct sockaddr *sa)
+{
+	const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)sa;
+	const struct sockaddr_in *a4 = (const struct sockaddr_in *)sa;
+
+	if (sa->sa_family == AF_INET)
+		return inet_addr_type(net, a4->sin_addr.s_addr) == RTN_LOCAL;
+#if IS_ENABLED(CONFIG_IPV6)
+	if (sa->sa_family == AF_INET6)
+		return ipv6_chk_addr(net, &a6->sin6_addr, NULL, 0);
+#endif
+	return false;
+}
+
+/* Does rs's connection on id take a share? At transport creation. */
+bool rs_budget_wanted(struct rs_sock *rs, struct rdma_cm_id *id)
+{
+	return id->device->ops.driver_id == RDMA_DRIVER_RXE &&
+	       !rs_addr_local(sock_net(&rs->sk),
+			      (struct sockaddr *)&id->route.addr.dst_addr);
+}
+
+/*
+ * Count rs among the users while it has bytes in flight. Under rs->lock,
+ * after anything that moves tx_sent, tx_done, budget_direct or transport.
+ */
+void rs_budget_update_locked(struct rs_sock *rs)
+{
+	bool busy = rs->budgeted && rs->transport &&
+		    (rs->flow.tx_sent != rs->flow.tx_done || rs->budget_direct);
+
+	if (busy == rs->budget_counted)
+		return;
+	rs->budget_counted = busy;
+	if (busy)
+		atomic_inc(&rs_budget_users);
+	else
+		atomic_dec(&rs_budget_users);
+}
+
+/* rs's share now, counting rs among the users; 0: no cap. */
+u32 rs_budget_cap(const struct rs_sock *rs)
+{
+	u32 max = READ_ONCE(rs_inflight_max);
+	int users;
+
+	if (!rs->budgeted || !max)
+		return 0;
+	users = atomic_read(&rs_budget_users) + !rs->budget_counted;
+	return max_t(u32, max / max(users, 1), RS_BUDGET_MIN);
+}
+
+/* A direct transfer starts (true) or ends: it counts as bytes in flight. */
+void rs_budget_direct(struct rs_sock *rs, bool on)
+{
+	spin_lock_bh(&rs->lock);
+	rs->budget_direct = on;
+	rs_budget_update_locked(rs);
+	spin_unlock_bh(&rs->lock);
+}

@@ -388,7 +388,6 @@ struct rs_sock {
 	bool dead;			/* no more posting: torn down or dying */
 	bool budgeted;			/* the device takes a budget */
 	bool budget_counted;		/* ...and rs counts in it */
-	bool budget_direct;		/* a direct transfer is in flight */
 	bool torn;			/* teardown started */
 	bool settled;			/* teardown chose EOF or an error */
 	bool established;		/* was connected: names are valid */
@@ -417,6 +416,7 @@ struct rs_sock {
 	unsigned int dactive;		/* threads in a direct transfer that
 					 * may sleep (lock_sock; rs_drecv())
 					 */
+	u32 budget_direct;		/* direct transfers in flight (rs_budget.c) */
 	struct mem_cgroup *memcg;	/* charged for the rings */
 	unsigned long mem;		/* ring bytes counted in rs_mem_used */
 	bool orphan;			/* counted in rs_orphans (under lock) */

@@ -89,11 +89,17 @@ u32 rs_budget_cap(const struct rs_sock *rs)
 	return max_t(u32, max / max(users, 1), RS_BUDGET_MIN);
 }
 
-/* A direct transfer starts (true) or ends: it counts as bytes in flight. */
+/*
+ * A direct transfer starts (true) or ends: it counts as bytes in flight.
+ * Two may overlap (a sender sleeping on one lets go of the socket lock).
+ */
 void rs_budget_direct(struct rs_sock *rs, bool on)
 {
 	spin_lock_bh(&rs->lock);
-	rs->budget_direct = on;
+	if (on)
+		rs->budget_direct++;
+	else
+		rs->budget_direct--;
 	rs_budget_update_locked(rs);
 	spin_unlock_bh(&rs->lock);
 }

@@ -238,17 +238,20 @@ static int rs_post_chunk(struct rs_sock *rs, const struct rs_chunk *chunk)
 
 /*
  * The connection's share of the in-flight budget is used up (rs_budget.c):
- * the completion of its last work request frees room and pushes again.
- * If that one went unsignalled (the share shrank since, as connections
- * joined), a signalled zero-length WRITE behind it brings the completion.
+ * the completion of a signalled work request posted after its last data
+ * frees room and pushes again. If none is outstanding (the last chunk went
+ * unsignalled: the share shrank since, as connections joined), a signalled
+ * zero-length WRITE behind it brings that completion.
  */
 static void rs_budget_stall_locked(struct rs_sock *rs)
 {
+	const struct rs_send *last = &rs->sends[rs->sq_signaled % RS_SQ_DEPTH];
 	struct ib_rdma_wr wr = {};
 
 	rs->stats.cap_stalls++;
-	if (rs->sq_signaled + 1 == rs->sq_posted || !rs->peer_ready ||
-	    !rs_sq_free(rs))
+	if ((rs->sq_done <= rs->sq_signaled &&
+	     last->tx_end == rs->flow.tx_sent) ||
+	    !rs->peer_ready || !rs_sq_free(rs))
 		return;
 	wr.wr.opcode = IB_WR_RDMA_WRITE;
 	wr.remote_addr = rs->peer_addr;

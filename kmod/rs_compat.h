@@ -220,8 +220,10 @@ static inline bool rs_inet6_cleanup_sock(struct sock *sk)
  */
 #ifdef RS_RXE_STALE_TIMER
 #define RS_BUDGET_DEFAULT	(256U << 10)
+#define RS_ACK_MIN_DEFAULT	16	/* 14 reset wire.multi in CI even so */
 #else
 #define RS_BUDGET_DEFAULT	0U
+#define RS_ACK_MIN_DEFAULT	14
 #endif
 
 #endif /* RS_COMPAT_H */

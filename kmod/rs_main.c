@@ -101,12 +101,12 @@ static const struct kernel_param_ops rs_ack_ops = {
 	.get = param_get_uint,
 };
 
-unsigned int rs_ack_min = 14;
+unsigned int rs_ack_min = RS_ACK_MIN_DEFAULT;
 module_param_cb(ack_timeout_min, &rs_ack_ops, &rs_ack_min, 0644);
 MODULE_PARM_DESC(ack_timeout_min,
 		 "QP ack timeout floor on rxe, 4.096 us << this, "
 		 __stringify(RS_RTO_EXP_MIN) ".." __stringify(RS_RTO_EXP_MAX)
-		 " (default 14)");
+		 " (default 14; 16 on kernels before 6.10)");
 
 unsigned int rs_ack_first = 16;
 module_param_cb(ack_timeout_first, &rs_ack_ops, &rs_ack_first, 0644);

@@ -95,6 +95,8 @@ u32 rs_budget_cap(const struct rs_sock *rs)
  */
 void rs_budget_direct(struct rs_sock *rs, bool on)
 {
+	if (!rs->budgeted)	/* set once, before any send: no lock then */
+		return;
 	spin_lock_bh(&rs->lock);
 	if (on)
 		rs->budget_direct++;

@@ -78,6 +78,7 @@ struct fz_stats {
 	unsigned long conns, client, server, refused, resets, survived;
 	unsigned long eof, kind[K_NR], field[F_NR], violations;
 	unsigned long hca_refused, bytes_in, bytes_out, hs_failed;
+	unsigned long stale, stale_used;
 };
 
 static struct fz_stats fz_st;
@@ -526,6 +527,23 @@ static void fz_ddata(struct fz *f)
 
 	if (!a || !f->credits)
 		return;
+	/*
+	 * The sender's rule (rs_dtx_pick()): an ADVERT that asks for other
+	 * bytes than the next of our stream is stale, from before indirect
+	 * bytes the module had not seen yet; those bytes killed it there.
+	 * Writing into it anyway is a mutation: the module may already be
+	 * giving the buffer back, and rxe lets a WRITE whose rkey it checked
+	 * land after a LOCAL_INV completed (docs/fuzzing.md, loose ends).
+	 */
+	if (a->seq + a->filled != f->tx) {
+		fz_st.stale++;
+		if (fz_below(f, 4)) {
+			fz_kill_adv(f, a);
+			return;
+		}
+		fz_st.stale_used++;
+		f->tainted = true;
+	}
 	left = a->len - a->filled;
 	len = 1 + fz_below(f, left < FZ_SRC ? left : FZ_SRC);
 	/* a plain ADVERT takes one transfer, a WAITALL one until full */
@@ -1434,6 +1452,8 @@ static void fz_report(double secs)
 	for (i = 0; i < F_NR; i++)
 		rs_info("fuzz_wire:   field %-9s %lu", fz_field_name[i],
 			fz_st.field[i]);
+	rs_info("fuzz_wire: %lu stale ADVERTs (%lu written into anyway)",
+		fz_st.stale, fz_st.stale_used);
 	rs_info("fuzz_wire: %lu handshakes failed, %lu refused by the HCA, %llu KiB sent, %llu KiB received, %lu violations",
 		fz_st.hs_failed, fz_st.hca_refused,
 		(unsigned long long)fz_st.bytes_out >> 10,

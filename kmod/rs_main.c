@@ -85,9 +85,9 @@ MODULE_PARM_DESC(spin_max_us,
  * measured round trip asks for: 14 (67 ms), which moved 0.6-1.2x TCP's
  * throughput at 1 % loss where 16 (268 ms) moved 0.1-0.35x. Under TCG
  * load 12 (16.8 ms) retransmits spuriously by the thousand and reaches an
- * rxe go-back-N race that resets connections; before 6.10, 14 does too
- * unless the in-flight budget keeps the receivers' queues short
- * (inflight_max, rs_budget.c; docs/lossy-links.md, "The floor").
+ * rxe go-back-N race that resets connections; before 6.10, 14 does too,
+ * even with the in-flight budget (inflight_max, rs_budget.c), so the
+ * floor there is 16 (docs/lossy-links.md, "The floor").
  * ack_timeout_first is what a peer with no round trip measured yet gets
  * (16: enough for a 100 ms path). New connections only.
  */

@@ -96,18 +96,29 @@ u32 rs_budget_cap(const struct rs_sock *rs)
 }
 
 /*
- * A direct transfer starts (true) or ends: it counts as bytes in flight.
+ * A direct transfer starts: it counts as bytes in flight, while a budget
+ * is set (else the lock is not worth taking on every zero-copy send).
  * Two may overlap (a sender sleeping on one lets go of the socket lock).
+ * Returns whether it counted; rs_budget_direct_end() takes that back.
  */
-void rs_budget_direct(struct rs_sock *rs, bool on)
+bool rs_budget_direct_start(struct rs_sock *rs)
 {
-	if (!rs->budgeted)	/* set once, before any send: no lock then */
+	/* budgeted is set once, before any send: no lock for it */
+	if (!rs->budgeted || !READ_ONCE(rs_inflight_max))
+		return false;
+	spin_lock_bh(&rs->lock);
+	rs->budget_direct++;
+	rs_budget_update_locked(rs);
+	spin_unlock_bh(&rs->lock);
+	return true;
+}
+
+void rs_budget_direct_end(struct rs_sock *rs, bool counted)
+{
+	if (!counted)
 		return;
 	spin_lock_bh(&rs->lock);
-	if (on)
-		rs->budget_direct++;
-	else
-		rs->budget_direct--;
+	rs->budget_direct--;
 	rs_budget_update_locked(rs);
 	spin_unlock_bh(&rs->lock);
 }

@@ -16,7 +16,10 @@
  *    RS_CANCEL_TIMEOUT;
  *  - the connection died: we wait until the QP is drained (rs->drained),
  *    after which no peer can reach the MR; teardown unmaps the pages.
- * Only then are the pages unpinned (and dirtied) and the slot freed.
+ * Only then are the pages unpinned (and dirtied) and the slot freed; after
+ * our own LOCAL_INV, not before the responder has passed every packet it
+ * accepted under the old key (rs_responder_passed()): the slot is held,
+ * and a later recvmsg (rs_dslots_reclaim()) or the teardown frees it.
  */
 #include <linux/uio.h>
 
@@ -111,7 +114,8 @@ void rs_dslots_free(struct rs_sock *rs)
 
 /*
  * After the drain: release the buffers of receives that gave up before
- * the peer had lost access to them (the fence was their way out).
+ * the peer had lost access to them (the fence was their way out), and
+ * those held after a LOCAL_INV (rs_drecv_finish()).
  */
 void rs_dslots_release_orphans(struct rs_sock *rs)
 {
@@ -122,19 +126,58 @@ void rs_dslots_release_orphans(struct rs_sock *rs)
 		struct rs_dslot *d = &rs->dslot[i];
 
 		spin_lock_bh(&rs->lock);
-		if (!d->orphan) {
+		if (!d->orphan && !d->held) {
 			spin_unlock_bh(&rs->lock);
 			continue;
 		}
 		pin = d->pin;
 		memset(&d->pin, 0, sizeof(d->pin));
 		d->orphan = false;
+		WRITE_ONCE(d->held, false);
 		d->busy = false;
 		spin_unlock_bh(&rs->lock);
 		trace_rdmastream_pin_release(&rs->sk, pin.npages, true, true,
 					     false);
 		rs_pin_release(&pin);
 	}
+}
+
+/*
+ * Free the slots held after a LOCAL_INV whose responder barrier has
+ * passed (rs_drecv_finish()). At the end of every recvmsg, under
+ * lock_sock(): a held slot is no ADVERT slot until then.
+ */
+void rs_dslots_reclaim(struct rs_sock *rs)
+{
+	bool freed = false;
+	struct rs_pin pin;
+	int i;
+
+	for (i = 0; i < RS_ADV_SLOTS; i++) {
+		struct rs_dslot *d = &rs->dslot[i];
+
+		if (likely(!READ_ONCE(d->held)))
+			continue;
+		spin_lock_bh(&rs->lock);
+		if (!d->held || !rs_responder_passed(rs, d->held_mark)) {
+			spin_unlock_bh(&rs->lock);
+			continue;
+		}
+		rs_pin_unmap(&d->pin, rs->dev);
+		pin = d->pin;
+		memset(&d->pin, 0, sizeof(d->pin));
+		WRITE_ONCE(d->held, false);
+		d->busy = false;
+		rs_drx_release(&rs->drx, i);
+		spin_unlock_bh(&rs->lock);
+		trace_rdmastream_pin_release(&rs->sk, pin.npages, false, false,
+					     true);
+		rs_pin_release(&pin);
+		freed = true;
+	}
+	/* a receive that found every slot taken may advertise now */
+	if (freed)
+		wake_up_interruptible_all(sk_sleep(&rs->sk));
 }
 
 /* The QP is drained: nobody can reach the buffers; let the HCA go. */
@@ -287,6 +330,7 @@ static int rs_drecv_post_locked(struct rs_sock *rs, struct rs_pin *pin,
 	d->pin = *pin;
 	d->busy = true;
 	d->inv.done = false;
+	d->inv_local = false;
 	/* until a drain or an invalidation, the peer may write */
 	d->registered = true;
 	ret = rs_drecv_post_slot(rs, d, &a);
@@ -416,8 +460,10 @@ static int rs_drecv_invalidate(struct rs_sock *rs, struct rs_dslot *d)
 		step = rs_qp_quiet(rs);
 	}
 	spin_lock_bh(&rs->lock);
-	if (d->inv.done && d->inv.status == IB_WC_SUCCESS)
+	if (d->inv.done && d->inv.status == IB_WC_SUCCESS) {
 		d->registered = false;
+		d->inv_local = true;
+	}
 	/* a flushed LOCAL_INV leaves the MR valid: only the drain helps */
 	safe = !d->registered || rs->drained;
 	spin_unlock_bh(&rs->lock);
@@ -462,10 +508,19 @@ static int rs_drecv_finish(struct rs_sock *rs, int slot, int fence)
 	    rs_drecv_give_up(rs, slot, fence))
 		return fence;
 	spin_lock_bh(&rs->lock);
+	n = rs->drx.adv[slot].filled;
+	if (d->inv_local && !rs->drained) {
+		/* the pages wait for the responder (rs_dslots_reclaim()) */
+		WRITE_ONCE(d->held, true);
+		d->held_mark = rs->rx_seen;
+		d->orphan = false;
+		rs->stats.held_advs++;
+		spin_unlock_bh(&rs->lock);
+		return fence ? fence : n;
+	}
 	rs_pin_unmap(&d->pin, rs->dev);
 	pin = d->pin;
 	memset(&d->pin, 0, sizeof(d->pin));
-	n = rs->drx.adv[slot].filled;
 	for (i = 0; i < RS_ADV_SLOTS; i++)
 		was_full &= rs->dslot[i].busy;
 	d->busy = false;

@@ -393,12 +393,13 @@ static long __rs_dsend_zcopy(struct rs_sock *rs, struct msghdr *msg, u32 n,
 static long rs_dsend_zcopy(struct rs_sock *rs, struct msghdr *msg, u32 n,
 			   const struct rs_advert *snap)
 {
+	bool counted;
 	long ret;
 
 	rs->dactive++;
-	rs_budget_direct(rs, true);
+	counted = rs_budget_direct_start(rs);
 	ret = __rs_dsend_zcopy(rs, msg, n, snap);
-	rs_budget_direct(rs, false);
+	rs_budget_direct_end(rs, counted);
 	rs_dactive_put(rs);
 	return ret;
 }

@@ -31,6 +31,9 @@
  * after:      the peer writes into the ADVERT, says so without
  *             invalidating it, and once recv() has returned the bytes
  *             writes again: that write must fail, the buffer keep the data.
+ *             Between the two, the buffer stays pinned until the peer's
+ *             next message has passed the QP (rxe may still copy a packet
+ *             it checked before the module's LOCAL_INV).
  * cancel:     recv() times out; the peer answers the CANCEL properly and
  *             then writes into the old ADVERT: refused, buffer untouched.
  * silent:     as cancel, but the peer never answers the CANCEL: recv()
@@ -379,12 +382,64 @@ TEST_F_TIMEOUT(hostile, attack, 120)
  * Direct transfers: whatever the peer does, once recv() has returned it
  * cannot write into the application's buffer any more.
  */
+/* The process's pinned pages (VmPin, its mm's pinned_vm), in KiB. */
+static long vm_pin_kb(void)
+{
+	char line[128];
+	long kb = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmPin: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+/*
+ * After the module's own LOCAL_INV took the ADVERT back, rxe may still
+ * copy a packet it had checked before: the pages stay pinned (held) until
+ * a later packet from the peer has passed the QP, then the next recv()
+ * lets them go.
+ */
+static void held_until_passed(struct __test_metadata *_metadata, int s,
+			      struct peer *p, struct rdmastream_info *info,
+			      long base)
+{
+	socklen_t len = sizeof(*info);
+	double end;
+	char c;
+
+	EXPECT_EQ(1, info->rsi_held_adverts);
+	EXPECT_GE(vm_pin_kb(), base + ADV_LEN / 1024)
+		TH_LOG("the buffer was unpinned before the QP passed a packet");
+	/* nothing from the peer yet: a recv() keeps them */
+	EXPECT_EQ(-1, recv(s, &c, 1, MSG_DONTWAIT));
+	EXPECT_GE(vm_pin_kb(), base + ADV_LEN / 1024);
+	peer_ctl_fill(p, T_ACK, 0, 0, 0, 0);
+	ASSERT_EQ(0, peer_ctl_send(p));
+	end = rs_now() + 10;
+	do {
+		EXPECT_EQ(-1, recv(s, &c, 1, MSG_DONTWAIT));
+		if (vm_pin_kb() <= base)
+			break;
+		rs_msleep(20);
+	} while (rs_now() < end);
+	EXPECT_EQ(base, vm_pin_kb()) TH_LOG("the held buffer stayed pinned");
+	ASSERT_EQ(0, getsockopt(s, SOL_RDMASTREAM, RDMASTREAM_INFO, info,
+				&len));
+	EXPECT_EQ(1, info->rsi_held_adverts);
+}
+
 TEST_F_TIMEOUT(hostile_adv, advert, 120)
 {
 	struct peer *p = &self->p;
 	struct reader r = { .fd = self->s };
 	struct rdmastream_info info;
 	socklen_t len = sizeof(info);
+	long base;
 	int st;
 
 	RS_SKIP_TCP("speaks the rdmastream wire protocol");
@@ -392,6 +447,8 @@ TEST_F_TIMEOUT(hostile_adv, advert, 120)
 		     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	ASSERT_NE(MAP_FAILED, r.buf);
 	memset(r.buf, 'A', ADV_LEN);
+	base = vm_pin_kb();	/* the peer's own MRs */
+	ASSERT_LE(0, base);
 	if (variant->attack != ADV_AFTER && variant->attack != ADV_BOGUS &&
 	    variant->attack != ADV_IOVA)
 		ASSERT_EQ(0, rs_set_timeo(self->s, SO_RCVTIMEO, 500));
@@ -440,6 +497,7 @@ TEST_F_TIMEOUT(hostile_adv, advert, 120)
 					RDMASTREAM_INFO, &info, &len));
 		EXPECT_GE(info.rsi_local_invalidates, 1);
 		EXPECT_EQ(5, info.rsi_direct_bytes_received);
+		held_until_passed(_metadata, self->s, p, &info, base);
 	}
 	/* the late write: refused remotely, or the QP is gone already */
 	st = peer_write_adv(p);

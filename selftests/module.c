@@ -441,10 +441,31 @@ static void pair_info(struct __test_metadata *_metadata,
  * their path MTU is the largest RoCE MTU the netdev allows. A peer on the
  * LAN gets well under 268 ms with the module's defaults.
  */
-TEST(ack_timeout)
+FIXTURE(acks) {
+	long long min, first, budget;
+};
+
+FIXTURE_SETUP(acks)
 {
-	long long min = rs_param_get("ack_timeout_min");
-	long long first = rs_param_get("ack_timeout_first");
+	self->min = rs_param_get("ack_timeout_min");
+	self->first = rs_param_get("ack_timeout_first");
+	self->budget = rs_param_get("inflight_max");
+}
+
+/* what the test changed goes back even if it stopped on an ASSERT */
+FIXTURE_TEARDOWN(acks)
+{
+	if (self->min >= 0)
+		rs_param_set("ack_timeout_min", self->min);
+	if (self->first >= 0)
+		rs_param_set("ack_timeout_first", self->first);
+	if (self->budget >= 0)
+		rs_param_set("inflight_max", self->budget);
+}
+
+TEST_F(acks, ack_timeout)
+{
+	long long min = self->min, first = self->first;
 	struct rdmastream_info ci, si;
 
 	RS_SKIP_TCP("module parameter");

@@ -323,6 +323,7 @@ struct rs_sock {
 	unsigned long ack_j;		/* ack timeout in jiffies, 0: none */
 	u8 ack_exp;			/* ...as the QP has it: 4.096 us << */
 	u8 qp_retry;			/* 7 on rxe: for ever (rs_rtt.c) */
+	u64 req_ns;			/* active: when the REQ went */
 	struct rs_rtt rtt;		/* round trips measured (under lock) */
 	unsigned long rtt_next;		/* jiffies: no sample before */
 
@@ -662,6 +663,10 @@ bool rs_mem_charge(unsigned long bytes);
 void rs_mem_uncharge(unsigned long bytes);
 unsigned long rs_ring_bytes(const struct rs_sock *rs, struct ib_device *dev);
 int rs_transport_create(struct rs_sock *rs, struct rdma_cm_id *id);
+int rs_qp_move(struct rs_sock *rs, struct rdma_cm_id *id,
+	       enum ib_qp_state state);
+int rs_qp_ready(struct rs_sock *rs, struct rdma_cm_id *id);
+void rs_qp_error(struct rs_sock *rs);
 int rs_transport_rings(struct rs_sock *rs);
 u32 rs_dev_ring_max(struct ib_device *dev);
 u32 rs_dev_seg_max(struct ib_device *dev);
@@ -754,6 +759,7 @@ u32 rs_tx_space(struct rs_sock *rs);
 void rs_probe_timer(struct timer_list *t);
 /* rs_rtt.c */
 void rs_ack_choose(struct rs_sock *rs, struct rdma_cm_id *id, int req_retry);
+void rs_ack_handshake(struct rs_sock *rs, struct rdma_cm_id *id);
 bool rs_rtt_want_locked(struct rs_sock *rs, const struct ib_send_wr *wr);
 void rs_rtt_done_locked(struct rs_sock *rs, struct rs_send *s);
 void rs_rtt_net_exit(const struct net *net);

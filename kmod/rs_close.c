@@ -132,8 +132,10 @@ void rs_teardown_work(struct work_struct *work)
 		sock_put(sk);
 	mutex_lock(&rs->tlock);
 	if (rs->transport) {
-		if (rs->cm_id)
+		if (rs->cm_id) {
+			rs_qp_error(rs);
 			rdma_disconnect(rs->cm_id);
+		}
 		rs_transport_destroy(rs, rs->cm_id);
 	}
 	rs_teardown_state(rs);

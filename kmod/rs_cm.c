@@ -3,8 +3,11 @@
  * Connection management through rdma_cm.
  *
  * Active side: connect() resolves the address; the handler resolves the
- * route, builds the transport (no rings yet) and sends a REQ; ESTABLISHED
- * adds the rings and completes connect(). Passive side: a CONNECT_REQUEST
+ * route, builds the transport (no rings yet) and sends a REQ; the REP
+ * (CONNECT_RESPONSE) readies our QP, sends the RTU, adds the rings and
+ * completes connect(). The module creates its QPs and moves them through
+ * their states itself (rs_qp_move()); rdma_cm only carries the
+ * handshake. Passive side: a CONNECT_REQUEST
  * on the listener's id is admitted (a place in the backlog, ring memory
  * under mem_max) or rejected at once with a reason; an admitted one gets
  * a child socket with its transport (no rings yet) and is accepted; the
@@ -115,6 +118,7 @@ static void rs_conn_param(struct rdma_conn_param *cp, struct rs_cm_pdata *p,
 	cp->private_data_len = sizeof(*p);
 	cp->retry_count = rs->qp_retry;
 	cp->rnr_retry_count = RS_RNR_RETRY;
+	cp->qp_num = rs->qp->qp_num;	/* ours: rdma_cm has none (rs_qp_move) */
 }
 
 /* Detach a child that will never be accepted from its listener. */
@@ -175,6 +179,7 @@ static void rs_route_resolved(struct rs_sock *rs, struct rdma_cm_id *id)
 		rs_pdata_fill(&p, rs);
 		rs_ack_choose(rs, id, -1);
 		rs_conn_param(&cp, &p, rs);
+		rs->req_ns = ktime_get_ns();	/* rs_ack_handshake() */
 		ret = rdma_connect_locked(id, &cp);
 	}
 	if (ret == -ENOMEM || ret == -ENOBUFS || ret == -EPROTONOSUPPORT)
@@ -236,20 +241,11 @@ static void rs_path_mtu(struct rs_sock *rs)
 		rs->path_mtu = mtu;
 }
 
-static void rs_established(struct rs_sock *rs, struct rdma_cm_id *id,
-			   struct rdma_cm_event *ev)
+static void rs_established(struct rs_sock *rs, struct rdma_cm_id *id)
 {
 	struct sock *sk = &rs->sk;
 	int err;
 
-	if (!rs->parent && (!rs_pdata_ok(ev->param.conn.private_data,
-					 ev->param.conn.private_data_len) ||
-			    !rs_retries_ok(&ev->param.conn))) {
-		rs_conn_fail(rs, EPROTO);
-		return;
-	}
-	if (!rs->parent)
-		rs->peer_ring = rs_pdata_ring(ev->param.conn.private_data);
 	err = rs_transport_rings(rs);
 	if (err) {
 		rs_conn_fail(rs, err == -ENOMEM ? ENOMEM : ECONNRESET);
@@ -273,6 +269,38 @@ static void rs_established(struct rs_sock *rs, struct rdma_cm_id *id,
 	if (rs->parent)
 		rs_child_established(rs);
 	sk->sk_state_change(sk);
+}
+
+/*
+ * The active side's REP: our QP (rdma_cm has none) goes to RTR and RTS,
+ * rdma_accept() sends the RTU, and the connection is established; rdma_cm
+ * reports no ESTABLISHED on this side then. A REP that is not our kind
+ * (private data, retry counts) is rejected before our QP takes a packet.
+ */
+static void rs_connect_response(struct rs_sock *rs, struct rdma_cm_id *id,
+				struct rdma_cm_event *ev)
+{
+	int ret;
+
+	if (!rs_pdata_ok(ev->param.conn.private_data,
+			 ev->param.conn.private_data_len) ||
+	    !rs_retries_ok(&ev->param.conn)) {
+		rdma_reject(id, NULL, 0, IB_CM_REJ_CONSUMER_DEFINED);
+		rs_conn_fail(rs, EPROTO);
+		return;
+	}
+	rs->peer_ring = rs_pdata_ring(ev->param.conn.private_data);
+	rs_ack_handshake(rs, id);	/* before RTS: a first contact's */
+	ret = rs_qp_ready(rs, id);
+	if (ret)
+		rdma_reject(id, NULL, 0, IB_CM_REJ_CONSUMER_DEFINED);
+	else
+		ret = rdma_accept(id, NULL);	/* the RTU (rejects on failure) */
+	if (ret) {
+		rs_conn_fail(rs, ret == -ENOMEM ? ENOMEM : ECONNRESET);
+		return;
+	}
+	rs_established(rs, id);
 }
 
 /*
@@ -396,7 +424,10 @@ static int rs_child_accept(struct rs_sock *rs, struct rdma_cm_id *id,
 			p.flags &= ~RS_CM_F_RING;
 		rs_ack_choose(rs, id, req_retry);
 		rs_conn_param(&cp, &p, rs);
-		ret = rdma_accept(id, &cp);
+		/* RTS before the REP, as rdma_cm moves its own QPs */
+		ret = rs_qp_ready(rs, id);
+		if (!ret)
+			ret = rdma_accept(id, &cp);
 	}
 	if (ret) {
 		/* rdma_cm destroys id when we return non-zero */
@@ -502,8 +533,14 @@ static void rs_cm_event(struct rs_sock *rs, struct rdma_cm_id *id,
 	case RDMA_CM_EVENT_ROUTE_RESOLVED:
 		rs_route_resolved(rs, id);
 		break;
+	case RDMA_CM_EVENT_CONNECT_RESPONSE:
+		if (!rs->parent && sk->sk_state == TCP_SYN_SENT)
+			rs_connect_response(rs, id, ev);
+		break;
 	case RDMA_CM_EVENT_ESTABLISHED:
-		rs_established(rs, id, ev);
+		/* the passive side's RTU (or first packet, COMM_EST) */
+		if (rs->parent && sk->sk_state == TCP_SYN_RECV)
+			rs_established(rs, id);
 		break;
 	case RDMA_CM_EVENT_ADDR_ERROR:
 	case RDMA_CM_EVENT_ROUTE_ERROR:

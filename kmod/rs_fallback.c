@@ -727,24 +727,6 @@ static void rs_fb_abandon(struct rs_sock *rs, u8 reason)
 	spin_unlock_bh(&rs->lock);
 }
 
-/*
- * Has the peer answered? rdma_cm moves our QP to RTR when the REP
- * arrives, before it sends the RTU that establishes the passive side:
- * abandoning then would leave the listener a connection that is reset
- * at once. Under tlock (the transport stays).
- */
-static bool rs_fb_answered(struct rs_sock *rs)
-{
-	struct ib_qp_init_attr init;
-	struct ib_qp_attr attr;
-
-	if (!rs->transport || !rs->qp)
-		return false;
-	if (ib_query_qp(rs->qp, &attr, IB_QP_STATE, &init))
-		return false;
-	return attr.qp_state != IB_QPS_RESET && attr.qp_state != IB_QPS_INIT;
-}
-
 static void rs_fb_timeout(struct work_struct *work)
 {
 	struct rs_sock *rs = container_of(to_delayed_work(work),
@@ -757,8 +739,12 @@ static void rs_fb_timeout(struct work_struct *work)
 	silent = !rs->torn && rs->cm_id && !rs->established &&
 		 !rs->parent && sk->sk_state == TCP_SYN_SENT;
 	spin_unlock_bh(&rs->lock);
-	if (silent && READ_ONCE(rs->fb_mode) == RDMASTREAM_FALLBACK_AUTO &&
-	    !rs_fb_answered(rs))
+	/*
+	 * The REP's handler readies our QP, sends the RTU and establishes
+	 * under tlock (rs_cm.c): a REP handled is an established socket,
+	 * and one not handled yet is refused by our id's destruction.
+	 */
+	if (silent && READ_ONCE(rs->fb_mode) == RDMASTREAM_FALLBACK_AUTO)
 		rs_fb_abandon(rs, RDMASTREAM_FB_TIMEOUT);
 	mutex_unlock(&rs->tlock);
 	sock_put(sk);

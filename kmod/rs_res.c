@@ -97,6 +97,10 @@ static void rs_slots_free(struct rs_sock *rs)
 	rs->recv_msgs = NULL;
 }
 
+/*
+ * The QP, made by the module and moved to INIT: rdma_cm never owns it
+ * (rs_qp_move()).
+ */
 static int rs_qp_create(struct rs_sock *rs, struct rdma_cm_id *id)
 {
 	struct ib_qp_init_attr attr = {
@@ -118,21 +122,66 @@ static int rs_qp_create(struct rs_sock *rs, struct rdma_cm_id *id)
 			.max_inline_data = RS_MAX_INLINE,
 		},
 	};
-	int ret;
+	struct ib_qp *qp;
 
 	/* one power of two of slots in rxe, not two (rs.h, RS_SQ_DEPTH) */
 	BUILD_BUG_ON(RS_SQ_DEPTH + RS_ADV_SLOTS + 1 > 63);
-	ret = rdma_create_qp(id, rs->pd, &attr);
-	if (ret == -EINVAL) {
+	qp = ib_create_qp(rs->pd, &attr);
+	if (IS_ERR(qp) && PTR_ERR(qp) == -EINVAL) {
 		attr.cap.max_inline_data = 0;
-		ret = rdma_create_qp(id, rs->pd, &attr);
+		qp = ib_create_qp(rs->pd, &attr);
 	}
-	if (ret)
-		return ret;
-	rs->qp = id->qp;
+	if (IS_ERR(qp))
+		return PTR_ERR(qp);
+	rs->qp = qp;
 	/* a device may round up; our inline buffers are RS_MAX_INLINE */
 	rs->max_inline = min_t(u32, attr.cap.max_inline_data, RS_MAX_INLINE);
-	return 0;
+	return rs_qp_move(rs, id, IB_QPS_INIT);
+}
+
+/*
+ * Move the QP to state with the attributes rdma_cm gives its own QPs
+ * (rdma_init_qp_attr(): from the route, the REQ or REP, and the ack
+ * timeout rs_ack_choose() set). The module creates and drives its QPs
+ * itself, so that rdma_cm never touches one (docs/design.md, "Who moves
+ * the QP").
+ */
+int rs_qp_move(struct rs_sock *rs, struct rdma_cm_id *id,
+	       enum ib_qp_state state)
+{
+	struct ib_qp_attr attr = { .qp_state = state };
+	int mask, ret;
+
+	ret = rdma_init_qp_attr(id, &attr, &mask);
+	if (ret)
+		return ret;
+	return ib_modify_qp(rs->qp, &attr, mask);
+}
+
+/*
+ * Ready to send, once the peer's REQ or REP is known: INIT again with
+ * the CM's access flags (INIT came from the route alone on the active
+ * side), then RTR and RTS, as rdma_cm moves its own.
+ */
+int rs_qp_ready(struct rs_sock *rs, struct rdma_cm_id *id)
+{
+	int ret;
+
+	ret = rs_qp_move(rs, id, IB_QPS_INIT);
+	if (!ret)
+		ret = rs_qp_move(rs, id, IB_QPS_RTR);
+	if (!ret)
+		ret = rs_qp_move(rs, id, IB_QPS_RTS);
+	return ret;
+}
+
+/* Stop the QP (rdma_disconnect() does that only to rdma_cm's own). */
+void rs_qp_error(struct rs_sock *rs)
+{
+	struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
+
+	if (rs->qp)
+		ib_modify_qp(rs->qp, &attr, IB_QP_STATE);
 }
 
 static int rs_post_recvs(struct rs_sock *rs)
@@ -404,7 +453,7 @@ void rs_transport_destroy(struct rs_sock *rs, struct rdma_cm_id *id)
 		/* the fence is done: what callers gave up on may go now */
 		rs_zsends_free(rs, &orphans);
 		rs_dslots_release_orphans(rs);
-		rdma_destroy_qp(id);
+		ib_destroy_qp(rs->qp);
 		rs->qp = NULL;
 	}
 	rs_dslots_free(rs);

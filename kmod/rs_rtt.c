@@ -174,6 +174,35 @@ void rs_ack_choose(struct rs_sock *rs, struct rdma_cm_id *id, int req_retry)
 }
 
 /*
+ * The active side of a first contact: no round trip was cached for the
+ * peer, so rs_ack_choose() took ack_timeout_first. The REP came a round
+ * trip plus the peer's handling of our REQ after the REQ went, never
+ * sooner than a round trip: a sample on the safe side, and the QP, which
+ * the module moves to RTS only now (rs_qp_ready()), takes the timeout it
+ * gives, as TCP takes its first round trip from the handshake (RFC 6298,
+ * 2.2), but never more than ack_timeout_first. Only where the QP retries
+ * for ever (rxe), as the floor is only there.
+ */
+void rs_ack_handshake(struct rs_sock *rs, struct rdma_cm_id *id)
+{
+	struct rs_rtt rtt = {};
+	u64 us;
+	u32 exp;
+
+	if (rs->base_rtt_us || !rs->req_ns || rs->qp_retry != 7)
+		return;
+	us = div_u64(ktime_get_ns() - rs->req_ns, NSEC_PER_USEC);
+	rs_rtt_sample(&rtt, clamp_t(u64, us, 1, RS_RTT_SAMPLE_MAX_US));
+	exp = rs_rto_exp(&rtt, READ_ONCE(rs_ack_min), rs->ack_exp);
+	if (exp >= rs->ack_exp)
+		return;
+	rs->ack_exp = exp;
+	rs->ack_j = usecs_to_jiffies(rs_rto_exp_us(exp)) + 1;
+	rdma_set_ack_timeout(id, exp);
+	trace_rdmastream_ack_timeout(&rs->sk, exp, rs->qp_retry, 0);
+}
+
+/*
  * Sample the round trip with this work request? A small one (a control
  * message, a probe, an inline write) posted on a send queue known to be
  * empty (every earlier request completed: a signalled one completed last

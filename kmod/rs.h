@@ -230,8 +230,6 @@ struct rs_dslot {
 	bool registered;	/* the MR is valid: the peer may write */
 	bool orphan;		/* its receive gave up: the fence releases it */
 	bool inv_local;		/* our LOCAL_INV took the peer's access */
-	bool held;		/* ...and the pages wait for rs_responder_passed() */
-	u32 held_mark;		/* rx_seen when the receive finished */
 };
 
 /*
@@ -272,7 +270,7 @@ struct rs_stats {
 	u64 kicks;			/* probes that restarted a silent SQ */
 	u64 zcopy_sends;
 	u64 local_invs;
-	u64 held_advs;			/* rs_drecv_finish() held the pages */
+	u64 inv_fences;			/* rs_dslot_inv_fence() waited */
 	u64 remote_invs;
 	u64 errors;
 	u64 spin_hits;			/* waits ended by spinning, and */
@@ -365,8 +363,6 @@ struct rs_sock {
 					 * LOCAL_INV ending at rx_old_seq
 					 */
 	u64 rx_old_seq;			/* sq_posted after that LOCAL_INV */
-	u32 rx_old_mark;		/* rx_seen once it completed */
-	bool rx_old_marked;
 	struct rs_wait rx_inv;		/* ...signalled */
 	u64 peer_new_addr;		/* the peer's RING, until RING_ACK */
 	u32 peer_new_rkey;
@@ -382,7 +378,6 @@ struct rs_sock {
 	struct rs_flow flow;
 	u64 sq_posted;
 	u64 sq_done;
-	u32 rx_seen;			/* receive completions (rs_responder_passed) */
 	u64 sq_signaled;
 	u64 wd_sq_done;			/* sq_done at the last watchdog tick */
 	u64 probe_seq;			/* the signalled probe outstanding */
@@ -528,24 +523,6 @@ static inline void rs_dactive_put(struct rs_sock *rs)
 	WRITE_ONCE(rs->dactive, rs->dactive - 1);
 	if (!rs->dactive)
 		wake_up_all(&rs->dwait);
-}
-
-/*
- * Has our QP's responder finished with every packet it accepted under a
- * key that a completed LOCAL_INV took away? A LOCAL_INV runs on the send
- * side; rdma_rxe checks a WRITE packet's rkey and copies its payload
- * later, so a packet checked just before the LOCAL_INV can land after
- * its completion. The responder handles packets one at a time, in order,
- * and completes receives into the one CQ that also took the LOCAL_INV's
- * completion: a receive completion handled after mark was taken (once
- * the LOCAL_INV's completion was seen) comes from a packet after every
- * such late one. The drain is the other way. Until then the memory the
- * key reached stays: pinned pages, ring pages (docs/security.md).
- * Under rs->lock.
- */
-static inline bool rs_responder_passed(const struct rs_sock *rs, u32 mark)
-{
-	return rs->rx_seen != mark || rs->drained;
 }
 
 extern struct proto rs_proto;
@@ -819,7 +796,6 @@ void rs_dslots_unmap_locked(struct rs_sock *rs);
 void rs_dslots_init(struct rs_sock *rs);
 void rs_dslots_free(struct rs_sock *rs);
 void rs_dslots_release_orphans(struct rs_sock *rs);
-void rs_dslots_reclaim(struct rs_sock *rs);
 void rs_drecv_learn(struct rs_sock *rs, u32 got, bool direct);
 
 /* rs_dsend.c */

@@ -17,9 +17,8 @@
  *  - the connection died: we wait until the QP is drained (rs->drained),
  *    after which no peer can reach the MR; teardown unmaps the pages.
  * Only then are the pages unpinned (and dirtied) and the slot freed; after
- * our own LOCAL_INV, not before the responder has passed every packet it
- * accepted under the old key (rs_responder_passed()): the slot is held,
- * and a later recvmsg (rs_dslots_reclaim()) or the teardown frees it.
+ * our own LOCAL_INV on rxe, once the MR is deregistered too
+ * (rs_dslot_inv_fence()).
  */
 #include <linux/uio.h>
 
@@ -114,8 +113,7 @@ void rs_dslots_free(struct rs_sock *rs)
 
 /*
  * After the drain: release the buffers of receives that gave up before
- * the peer had lost access to them (the fence was their way out), and
- * those held after a LOCAL_INV (rs_drecv_finish()).
+ * the peer had lost access to them (the fence was their way out).
  */
 void rs_dslots_release_orphans(struct rs_sock *rs)
 {
@@ -126,58 +124,19 @@ void rs_dslots_release_orphans(struct rs_sock *rs)
 		struct rs_dslot *d = &rs->dslot[i];
 
 		spin_lock_bh(&rs->lock);
-		if (!d->orphan && !d->held) {
+		if (!d->orphan) {
 			spin_unlock_bh(&rs->lock);
 			continue;
 		}
 		pin = d->pin;
 		memset(&d->pin, 0, sizeof(d->pin));
 		d->orphan = false;
-		WRITE_ONCE(d->held, false);
 		d->busy = false;
 		spin_unlock_bh(&rs->lock);
 		trace_rdmastream_pin_release(&rs->sk, pin.npages, true, true,
 					     false);
 		rs_pin_release(&pin);
 	}
-}
-
-/*
- * Free the slots held after a LOCAL_INV whose responder barrier has
- * passed (rs_drecv_finish()). At the end of every recvmsg, under
- * lock_sock(): a held slot is no ADVERT slot until then.
- */
-void rs_dslots_reclaim(struct rs_sock *rs)
-{
-	bool freed = false;
-	struct rs_pin pin;
-	int i;
-
-	for (i = 0; i < RS_ADV_SLOTS; i++) {
-		struct rs_dslot *d = &rs->dslot[i];
-
-		if (likely(!READ_ONCE(d->held)))
-			continue;
-		spin_lock_bh(&rs->lock);
-		if (!d->held || !rs_responder_passed(rs, d->held_mark)) {
-			spin_unlock_bh(&rs->lock);
-			continue;
-		}
-		rs_pin_unmap(&d->pin, rs->dev);
-		pin = d->pin;
-		memset(&d->pin, 0, sizeof(d->pin));
-		WRITE_ONCE(d->held, false);
-		d->busy = false;
-		rs_drx_release(&rs->drx, i);
-		spin_unlock_bh(&rs->lock);
-		trace_rdmastream_pin_release(&rs->sk, pin.npages, false, false,
-					     true);
-		rs_pin_release(&pin);
-		freed = true;
-	}
-	/* a receive that found every slot taken may advertise now */
-	if (freed)
-		wake_up_interruptible_all(sk_sleep(&rs->sk));
 }
 
 /* The QP is drained: nobody can reach the buffers; let the HCA go. */
@@ -490,6 +449,40 @@ static bool rs_drecv_give_up(struct rs_sock *rs, int slot, int fence)
 }
 
 /*
+ * Our LOCAL_INV took the peer's access away, but rdma_rxe runs it on the
+ * send side, while its responder checks a WRITE packet's rkey and copies
+ * the payload later: a packet checked just before the LOCAL_INV may still
+ * land after its completion, in the pages we are about to give back (and
+ * unpin). Deregistering the MR waits for that: rxe's dereg waits until
+ * every reference to the MR is dropped, the responder's for the packet it
+ * is copying included (since 6.0, "RDMA/rxe: Stop lookup of partially
+ * built objects"). The slot gets a new MR with its next ADVERT
+ * (rs_dslot_mr_prepare()). A device whose LOCAL_INV completes only once
+ * no access is left (the verbs contract) needs none of this. Under
+ * lock_sock(); rs->mr_lock keeps the teardown's rs_dslots_free() out.
+ */
+static void rs_dslot_inv_fence(struct rs_sock *rs, struct rs_dslot *d)
+{
+	struct ib_mr *mr = NULL;
+
+	if (!d->inv_local)
+		return;
+	mutex_lock(&rs->mr_lock);
+	spin_lock_bh(&rs->lock);
+	/* after the drain (the device may be gone) nothing is in flight */
+	if (!rs->drained && rs->transport &&
+	    rs->dev->ops.driver_id == RDMA_DRIVER_RXE) {
+		mr = d->mr;
+		d->mr = NULL;
+		rs->stats.inv_fences++;
+	}
+	spin_unlock_bh(&rs->lock);
+	if (mr)
+		ib_dereg_mr(mr);
+	mutex_unlock(&rs->mr_lock);
+}
+
+/*
  * Give the slot back; returns the bytes that landed in the buffer. With
  * fence set (the caller stopped waiting while the peer may still reach
  * the buffer) the connection is fenced first; if the drain does not come
@@ -507,20 +500,12 @@ static int rs_drecv_finish(struct rs_sock *rs, int slot, int fence)
 	if (fence && !READ_ONCE(rs->drained) &&
 	    rs_drecv_give_up(rs, slot, fence))
 		return fence;
+	rs_dslot_inv_fence(rs, d);
 	spin_lock_bh(&rs->lock);
-	n = rs->drx.adv[slot].filled;
-	if (d->inv_local && !rs->drained) {
-		/* the pages wait for the responder (rs_dslots_reclaim()) */
-		WRITE_ONCE(d->held, true);
-		d->held_mark = rs->rx_seen;
-		d->orphan = false;
-		rs->stats.held_advs++;
-		spin_unlock_bh(&rs->lock);
-		return fence ? fence : n;
-	}
 	rs_pin_unmap(&d->pin, rs->dev);
 	pin = d->pin;
 	memset(&d->pin, 0, sizeof(d->pin));
+	n = rs->drx.adv[slot].filled;
 	for (i = 0; i < RS_ADV_SLOTS; i++)
 		was_full &= rs->dslot[i].busy;
 	d->busy = false;
@@ -631,7 +616,8 @@ __poll_t rs_drecv_on_direct(struct rs_sock *rs, const struct rs_ctl *m,
 		return EPOLLERR;
 	d = &rs->dslot[slot];
 	if (wc->wc_flags & IB_WC_WITH_INVALIDATE) {
-		if (!(flags & RS_DIR_F_COMPLETE) ||
+		/* no MR: our own LOCAL_INV ended it (rs_dslot_inv_fence) */
+		if (!(flags & RS_DIR_F_COMPLETE) || !d->mr ||
 		    wc->ex.invalidate_rkey != d->mr->rkey)
 			return EPOLLERR;
 		d->registered = false;

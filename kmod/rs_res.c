@@ -123,6 +123,7 @@ static int rs_qp_create(struct rs_sock *rs, struct rdma_cm_id *id)
 		},
 	};
 	struct ib_qp *qp;
+	int ret;
 
 	/* one power of two of slots in rxe, not two (rs.h, RS_SQ_DEPTH) */
 	BUILD_BUG_ON(RS_SQ_DEPTH + RS_ADV_SLOTS + 1 > 63);
@@ -136,7 +137,13 @@ static int rs_qp_create(struct rs_sock *rs, struct rdma_cm_id *id)
 	rs->qp = qp;
 	/* a device may round up; our inline buffers are RS_MAX_INLINE */
 	rs->max_inline = min_t(u32, attr.cap.max_inline_data, RS_MAX_INLINE);
-	return rs_qp_move(rs, id, IB_QPS_INIT);
+	ret = rs_qp_move(rs, id, IB_QPS_INIT);
+	if (ret) {
+		/* never posted to: nothing to drain */
+		ib_destroy_qp(qp);
+		rs->qp = NULL;
+	}
+	return ret;
 }
 
 /*

@@ -94,7 +94,6 @@ void rs_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 		spin_unlock(&rs->lock);
 		return;
 	}
-	rs->rx_seen++;			/* rs_responder_passed() */
 	credits = rs->flow.credits;
 	rs_writers_snap_locked(rs, &w);
 	mask = rs_recv_msg_locked(rs, r, wc);
@@ -371,7 +370,6 @@ int rs_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 	}
 	if (copied && !peek)
 		rs_rx_tune(rs);
-	rs_dslots_reclaim(rs);
 out:
 	release_sock(sk);
 	return copied ? copied : err;

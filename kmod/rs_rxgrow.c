@@ -28,11 +28,8 @@
  *  4. once every byte of the old buffer is read, the reader posts a
  *     signalled LOCAL_INV of its rkey and makes the new buffer rs->rx; the
  *     old one waits in rs->rx_old, where the peer may still write;
- *  5. once the LOCAL_INV has completed (sq_done reaches rx_old_seq) no
- *     new packet of the peer's can reach it; once a later receive shows
- *     that our responder has passed every packet it accepted before
- *     (rs_responder_passed(): rxe copies a payload after checking its
- *     key), a recvmsg frees it.
+ *  5. once the LOCAL_INV has completed (sq_done reaches rx_old_seq) the
+ *     peer can reach it no more: the next recvmsg frees it.
  * The teardown's drain fences whatever is left: rs_transport_destroy()
  * deregisters rx_new and rx_old and rs_transport_free_rings() frees them
  * with the rest, after any unread bytes have had their chance.
@@ -95,13 +92,8 @@ static void rs_rx_reap_tlocked(struct rs_sock *rs)
 	spin_lock_bh(&rs->lock);
 	if (rs->transport && rs->rx_old.vaddr &&
 	    rs->sq_done >= rs->rx_old_seq) {
-		if (!rs->rx_old_marked) {
-			rs->rx_old_marked = true;
-			rs->rx_old_mark = rs->rx_seen;
-		} else if (rs_responder_passed(rs, rs->rx_old_mark)) {
-			old = rs->rx_old;
-			memset(&rs->rx_old, 0, sizeof(rs->rx_old));
-		}
+		old = rs->rx_old;
+		memset(&rs->rx_old, 0, sizeof(rs->rx_old));
 	}
 	spin_unlock_bh(&rs->lock);
 	if (old.vaddr)
@@ -127,7 +119,6 @@ static void rs_rx_retire_tlocked(struct rs_sock *rs)
 	if (rs_post_chain(rs, &inv, &rs->rx_inv, RS_CHAIN_RXGROW))
 		goto out;	/* aborted: both buffers are the teardown's */
 	rs->rx_old_seq = rs->sq_posted;
-	rs->rx_old_marked = false;
 	rs->rx_old = rs->rx;
 	rs->rx = rs->rx_new;
 	memset(&rs->rx_new, 0, sizeof(rs->rx_new));

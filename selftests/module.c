@@ -494,13 +494,11 @@ TEST_F(acks, ack_timeout)
 	} else {
 		/*
 		 * a first contact's active side: the REQ to REP time chose
-		 * it, between the floor and ack_timeout_first (a fast
-		 * handshake: below it if the floor is)
+		 * it, between the floor and ack_timeout_first (how far below
+		 * depends on how long the handshake took on this host)
 		 */
 		EXPECT_LE(rs_ack_exp_us(min), ci.rsi_ack_timeout_us);
 		EXPECT_GE(rs_ack_exp_us(first), ci.rsi_ack_timeout_us);
-		if (min < first)
-			EXPECT_GT(rs_ack_exp_us(first), ci.rsi_ack_timeout_us);
 	}
 	EXPECT_ACK(si, min, first);
 	/* rxe loops this pair back: no link queue, no in-flight budget */

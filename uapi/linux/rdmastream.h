@@ -201,10 +201,10 @@ struct rdmastream_info {
 	__u32	rsi_pad5;
 	__u64	rsi_cap_stalls;		/* pushes stopped by that share */
 	/* peer access, sizes grow only by appending after this point */
-	__u64	rsi_held_adverts;	/* receive buffers taken back by our
-					 * own LOCAL_INV, then kept pinned
-					 * until the QP had passed every
-					 * packet checked under the old key
+	__u64	rsi_inv_fences;		/* receive buffers taken back by our
+					 * own LOCAL_INV whose MR was then
+					 * deregistered, on rxe, to wait out
+					 * a packet checked before it
 					 */
 };
 

@@ -98,7 +98,6 @@
  */
 #define RS_INV_TIMEOUT		(12 * HZ)
 #define RS_DRAIN_TIMEOUT	(5 * HZ)	/* a fenced caller's wait */
-#define RS_DSMALL_MAX		4	/* small direct receives before backing off */
 /* LOCAL_INV late: kick the QP after this, then every RS_QP_QUIET */
 #define RS_INV_KICK		(HZ / 10)
 #define RS_DGRACE_MS		10	/* direct-only: wait for an ADVERT */
@@ -303,9 +302,7 @@ struct rs_sock {
 	struct_group(conn,
 	struct sockaddr_storage local_sa;	/* names once established */
 	struct sockaddr_storage peer_sa;
-	u32 dsmall;			/* direct receives in a row that got
-					 * less than the threshold (lock_sock)
-					 */
+	struct rs_dlearn dlearn;	/* policy dynamic (lock_sock) */
 	/* adaptive receive polling (rs_rx_wait(), rs_spin.h) */
 	struct rs_spin spin;		/* lock_sock; read locklessly */
 	u64 rx_wait_ns;			/* the latest wait began (lock_sock) */
@@ -796,7 +793,6 @@ void rs_dslots_unmap_locked(struct rs_sock *rs);
 void rs_dslots_init(struct rs_sock *rs);
 void rs_dslots_free(struct rs_sock *rs);
 void rs_dslots_release_orphans(struct rs_sock *rs);
-void rs_drecv_learn(struct rs_sock *rs, u32 got, bool direct);
 
 /* rs_dsend.c */
 long rs_dsend(struct rs_sock *rs, struct msghdr *msg, u32 len, long *timeo);

@@ -342,3 +342,48 @@ void rs_drx_release(struct rs_drx *r, int slot)
 	v->state = RS_RADV_FREE;
 	v->gen = (v->gen + 1) & 0xffffff;
 }
+
+/* A receive took got bytes from the stream buffer. */
+void rs_dlearn_ring(struct rs_dlearn *l, u32 got, u32 threshold)
+{
+	if (got >= threshold)
+		l->small = 0;
+}
+
+/* A receive's ADVERT ended with got bytes in it (0: it died empty). */
+void rs_dlearn_direct(struct rs_dlearn *l, u32 got, u32 threshold)
+{
+	u32 credit = threshold ? got / threshold : got;
+
+	if (got >= threshold)
+		l->small = 0;
+	else if (l->small < RS_DSMALL_MAX)
+		l->small++;
+	if (got) {
+		if (credit) {
+			l->balance += credit < RS_DCREDIT ? credit : RS_DCREDIT;
+			if (l->balance > RS_DCREDIT)
+				l->balance = RS_DCREDIT;
+			l->backoff = 0;
+		}
+		return;
+	}
+	if (--l->balance > -RS_DDEBT)
+		return;
+	l->skip = l->backoff ? l->backoff : RS_DSKIP_MIN;
+	l->backoff = l->skip < RS_DSKIP_MAX / 2 ? 2 * l->skip : RS_DSKIP_MAX;
+	l->balance = 1 - RS_DDEBT;	/* the probe decides alone */
+}
+
+/* Should a receive of len bytes advertise, as far as policy dynamic knows? */
+bool rs_dlearn_want(struct rs_dlearn *l, u32 len, u32 threshold)
+{
+	if (len < threshold || l->small >= RS_DSMALL_MAX)
+		return false;
+	if (l->skip) {
+		l->skip--;
+		l->skipped++;
+		return false;
+	}
+	return true;
+}

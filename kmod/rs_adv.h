@@ -135,6 +135,43 @@ bool rs_drx_on_cancel_ack(struct rs_drx *r);
 u32 rs_drx_end(struct rs_drx *r);
 void rs_drx_release(struct rs_drx *r, int slot);
 
+/*
+ * What policy dynamic has learned from a socket's receives: whether
+ * advertising pays (rs_dlearn_*(), docs/direct.md "When dynamic stops
+ * advertising"). Two lessons:
+ * - small: a large buffer that small messages arrive in gets one message
+ *   per ADVERT, and registering, advertising and invalidating it costs
+ *   more than copying a few bytes. After RS_DSMALL_MAX direct receives in
+ *   a row below the threshold, stop until a receive takes at least the
+ *   threshold from the stream buffer (bulk data flows again).
+ * - dead: a sender that is always ahead overtakes ADVERTs with indirect
+ *   bytes already in flight, and an ADVERT that dies empty costs about
+ *   what copying the threshold's worth of bytes costs (that is what the
+ *   threshold means), while a filled one saves copying what it got. The
+ *   balance counts thresholds: -1 per dead ADVERT, +got/threshold per
+ *   filled one (at most RS_DCREDIT). At -RS_DDEBT the next skip receives
+ *   do not advertise; then one ADVERT probes, and each probe that dies
+ *   doubles the skip, up to RS_DSKIP_MAX. Bytes from the stream buffer do
+ *   not count: they are what overtook the ADVERTs.
+ */
+#define RS_DSMALL_MAX	4
+#define RS_DDEBT	8
+#define RS_DCREDIT	64
+#define RS_DSKIP_MIN	4
+#define RS_DSKIP_MAX	64
+
+struct rs_dlearn {
+	u32 small;		/* direct receives in a row below threshold */
+	int balance;		/* thresholds saved by ADVERTs, net */
+	u32 skip;		/* receives left that will not advertise */
+	u32 backoff;		/* skip after the next dead probe; 0: min */
+	u64 skipped;		/* receives that did not advertise for it */
+};
+
+void rs_dlearn_ring(struct rs_dlearn *l, u32 got, u32 threshold);
+void rs_dlearn_direct(struct rs_dlearn *l, u32 got, u32 threshold);
+bool rs_dlearn_want(struct rs_dlearn *l, u32 len, u32 threshold);
+
 static inline u32 rs_adv_id(int slot, u32 gen)
 {
 	return (u32)slot | (gen << 8);

@@ -159,23 +159,6 @@ static bool rs_drecv_room_locked(struct rs_sock *rs)
 	       rs_sq_free(rs) >= 3 && rs_flow_may_send(&rs->flow, returns);
 }
 
-/*
- * What receives get tells policy dynamic whether advertising pays. A
- * large buffer that small messages arrive in (a request-response protocol
- * reading into 64 KiB) gets one message per ADVERT, and the registration
- * and ADVERT on every receive cost more than copying a few bytes: after
- * RS_DSMALL_MAX direct receives in a row that got less than the threshold,
- * stop advertising until a receive takes at least that much from the
- * stream buffer, which shows bulk data is flowing again.
- */
-void rs_drecv_learn(struct rs_sock *rs, u32 got, bool direct)
-{
-	if (got >= rs_threshold(rs))
-		rs->dsmall = 0;
-	else if (direct && rs->dsmall < RS_DSMALL_MAX)
-		rs->dsmall++;
-}
-
 /* Should this receive advertise its buffer? */
 bool rs_drecv_wanted(struct rs_sock *rs, struct msghdr *msg, u32 len,
 		     int flags, long timeo)
@@ -188,7 +171,7 @@ bool rs_drecv_wanted(struct rs_sock *rs, struct msghdr *msg, u32 len,
 	    !user_backed_iter(&msg->msg_iter))
 		return false;
 	if (policy == RDMASTREAM_POLICY_DYNAMIC &&
-	    (len < rs_threshold(rs) || rs->dsmall >= RS_DSMALL_MAX))
+	    !rs_dlearn_want(&rs->dlearn, len, rs_threshold(rs)))
 		return false;
 	spin_lock_bh(&rs->lock);
 	ok = rs_drecv_room_locked(rs);
@@ -576,7 +559,7 @@ static int __rs_drecv(struct rs_sock *rs, struct msghdr *msg, u32 len,
 		return got;
 	n = got;
 	if (!err)
-		rs_drecv_learn(rs, n, true);
+		rs_dlearn_direct(&rs->dlearn, n, rs_threshold(rs));
 	if (n) {
 		iov_iter_advance(&msg->msg_iter, n);
 		return n;

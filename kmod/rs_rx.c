@@ -317,7 +317,8 @@ int rs_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 			err = 0;
 			copied += n;
 			if (!peek)
-				rs_drecv_learn(rs, n, false);
+				rs_dlearn_ring(&rs->dlearn, n,
+					       rs_threshold(rs));
 			if (peek)
 				skip += n;
 			if (copied >= target)

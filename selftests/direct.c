@@ -984,6 +984,106 @@ TEST_F(direct, small_messages_stop_advertising)
 	free(buf);
 }
 
+/*
+ * One round of dead_adverts_back_off: a receive of self->big blocks,
+ * then n bytes are sent. Returns whether the receive advertised; 0 or 1,
+ * or -1 when it did neither within 5 s.
+ */
+static int dead_round(struct __test_metadata *_metadata, int c, int s,
+		      char *buf, size_t big, size_t n, uint64_t key)
+{
+	struct blocked b = { .fd = s, .buf = buf, .len = big };
+	struct rdmastream_info c0, s0, now;
+	char msg[256];
+	int i, adv = -1;
+
+	snap(_metadata, c, &c0);
+	snap(_metadata, s, &s0);
+	if (pthread_create(&b.thr, NULL, blocked_fn, &b))
+		return -1;
+	/* the receive decided: it advertised, or it skipped */
+	for (i = 0; i < 5000 && adv < 0; i++) {
+		snap(_metadata, s, &now);
+		if (D(now, s0, rsi_adverts_sent))
+			adv = 1;
+		else if (D(now, s0, rsi_adverts_skipped))
+			adv = 0;
+		else
+			rs_msleep(1);
+	}
+	/* the ADVERT is at the sender before the bytes go */
+	if (adv == 1 && !wait_advert(c, &c0))
+		adv = -1;
+	rs_pat_fill(msg, n, key, 0);
+	EXPECT_EQ((ssize_t)n, send(c, msg, n, 0));
+	pthread_join(b.thr, NULL);
+	EXPECT_EQ((ssize_t)n, b.ret) TH_LOG("recv: %s", strerror(b.err));
+	EXPECT_EQ(0, memcmp(buf, msg, n));
+	return adv;
+}
+
+/*
+ * A sender that is always ahead overtakes every ADVERT with bytes it has
+ * already sent through the stream buffer: registering, advertising and
+ * invalidating the buffer then buys nothing. Policy dynamic stops
+ * advertising when dead ADVERTs outweigh what filled ones saved (8 dead
+ * in a row here), probes once in a while (each probe that dies doubles
+ * the pause) and advertises again as soon as an ADVERT is filled. Here the sender takes no ADVERT at all
+ * (indirect-only), and the receiver's threshold is 1 byte so that every
+ * copy from the stream buffer is "bulk": only the dead ADVERTs count.
+ */
+TEST_F(direct, dead_adverts_back_off)
+{
+	struct rdmastream_info s0, s1;
+	char *buf = malloc(self->big);
+	int i, adv, rounds = 32, probes = 0;
+
+	RS_SKIP_TCP("counts rdmastream's ADVERTs");
+	ASSERT_NE(NULL, buf);
+	set_policy(_metadata, self->c, RDMASTREAM_POLICY_INDIRECT_ONLY);
+	ASSERT_EQ(0, set_opt(self->s, RDMASTREAM_DIRECT_THRESHOLD, 1));
+	snap(_metadata, self->s, &s0);
+	for (i = 0; i < rounds; i++) {
+		adv = dead_round(_metadata, self->c, self->s, buf, self->big,
+				 100, rs_key(0, i, 76));
+		ASSERT_LE(0, adv) TH_LOG("round %d: receive did not block", i);
+		probes += adv;
+	}
+	snap(_metadata, self->s, &s1);
+	rs_info("%d rounds: %d advertised, %llu skipped", rounds, probes,
+		(unsigned long long)D(s1, s0, rsi_adverts_skipped));
+	/*
+	 * 8 in a row, then probes after 4 and 8 receives: 10 of 32 (a
+	 * receive woken without data decides again, so "at least")
+	 */
+	EXPECT_EQ(D(s1, s0, rsi_adverts_sent), D(s1, s0, rsi_adverts_dead));
+	EXPECT_GE(D(s1, s0, rsi_adverts_sent), probes);
+	EXPECT_GE(D(s1, s0, rsi_adverts_skipped), rounds - probes);
+	EXPECT_GE(probes, 9);
+	EXPECT_LE(probes, 12);
+
+	/* the sender takes ADVERTs again: the next probe is filled */
+	set_policy(_metadata, self->c, RDMASTREAM_POLICY_DYNAMIC);
+	for (i = 0; i < 70; i++) {
+		adv = dead_round(_metadata, self->c, self->s, buf, self->big,
+				 100, rs_key(1, i, 76));
+		ASSERT_LE(0, adv);
+		if (adv)
+			break;
+	}
+	snap(_metadata, self->s, &s0);
+	EXPECT_EQ(100, D(s0, s1, rsi_direct_bytes_received))
+		TH_LOG("no probe within 70 receives");
+	/* and every receive advertises from then on */
+	for (i = 0; i < 6; i++)
+		EXPECT_EQ(1, dead_round(_metadata, self->c, self->s, buf,
+					self->big, 100, rs_key(2, i, 76)));
+	snap(_metadata, self->s, &s1);
+	EXPECT_EQ(600, D(s1, s0, rsi_direct_bytes_received));
+	EXPECT_EQ(0, D(s1, s0, rsi_adverts_skipped));
+	free(buf);
+}
+
 TEST_F(direct, waitall_fills_completely)
 {
 	struct rdmastream_info c0, s0, c1, s1;

@@ -1200,6 +1200,103 @@ static int random_model(u32 cases, u32 first)
 	return check_coverage(cases);
 }
 
+/* Policy dynamic's lessons: small messages, and ADVERTs that die. */
+static u32 dlearn_wait(struct rs_dlearn *l, u32 th)
+{
+	u32 i;
+
+	for (i = 0; i < 1000 && !rs_dlearn_want(l, th, th); i++)
+		rs_dlearn_ring(l, 4 * th, th);
+	return i;
+}
+
+static int test_dlearn(void)
+{
+	const u32 th = 1000;
+	struct rs_dlearn l = {};
+	u32 i, want, skips[4];
+	int k;
+
+	if (!CHECK(!rs_dlearn_want(&l, th - 1, th) && rs_dlearn_want(&l, th, th),
+		   "below the threshold, never"))
+		return -1;
+	for (i = 0; i < RS_DSMALL_MAX; i++)
+		rs_dlearn_direct(&l, 10, th);
+	if (!CHECK(!rs_dlearn_want(&l, th, th) && !l.skipped,
+		   "small direct receives stop it"))
+		return -1;
+	rs_dlearn_ring(&l, th - 1, th);
+	if (!CHECK(!rs_dlearn_want(&l, th, th), "a small copy does not"))
+		return -1;
+	rs_dlearn_ring(&l, th, th);
+	if (!CHECK(rs_dlearn_want(&l, th, th), "a large copy restarts it"))
+		return -1;
+
+	/*
+	 * Every ADVERT dies and the ring brings large reads in between:
+	 * the small rule alone never stopped here.
+	 */
+	for (k = 0; k < 4; k++) {
+		want = 0;
+		for (i = 0; i < 200 && !l.skip; i++) {
+			if (!rs_dlearn_want(&l, th, th))
+				continue;
+			rs_dlearn_direct(&l, 0, th);
+			rs_dlearn_ring(&l, 4 * th, th);
+			want++;
+		}
+		if (!CHECK(want == (k ? 1U : RS_DDEBT),
+			   "round %d backs off after %u dead", k, want))
+			return -1;
+		skips[k] = l.skip;
+		if (!CHECK(dlearn_wait(&l, th) == skips[k] && !l.skip,
+			   "the skip runs out"))
+			return -1;
+	}
+	if (!CHECK(skips[0] == RS_DSKIP_MIN && skips[1] == 2 * RS_DSKIP_MIN &&
+		   skips[2] == 4 * RS_DSKIP_MIN && skips[3] == 8 * RS_DSKIP_MIN,
+		   "each dead probe doubles the skip: %u %u %u %u",
+		   skips[0], skips[1], skips[2], skips[3]))
+		return -1;
+	for (k = 0; k < 20; k++)
+		rs_dlearn_direct(&l, 0, th);
+	rs_dlearn_ring(&l, th, th);
+	if (!CHECK(l.skip == RS_DSKIP_MAX && dlearn_wait(&l, th) == RS_DSKIP_MAX,
+		   "capped: %u", l.skip))
+		return -1;
+
+	/* a filled ADVERT pays for dead ones: got / threshold of them */
+	rs_dlearn_direct(&l, 10 * th, th);
+	if (!CHECK(l.backoff == 0 && l.balance == 11 - RS_DDEBT,
+		   "a filled ADVERT ends the back-off: %d", l.balance))
+		return -1;
+	for (k = 0; k < 10; k++)
+		rs_dlearn_direct(&l, 0, th);
+	rs_dlearn_ring(&l, th, th);
+	if (!CHECK(!l.skip && rs_dlearn_want(&l, th, th), "10 dead are paid"))
+		return -1;
+	rs_dlearn_direct(&l, 0, th);
+	if (!CHECK(l.skip == RS_DSKIP_MIN, "the 11th is not"))
+		return -1;
+	dlearn_wait(&l, th);
+	rs_dlearn_direct(&l, 1000 * th, th);
+	rs_dlearn_direct(&l, 1000 * th, th);
+	if (!CHECK(l.balance == RS_DCREDIT, "credit capped: %d", l.balance))
+		return -1;
+	for (k = 0; k < RS_DCREDIT + RS_DDEBT - 1; k++)
+		rs_dlearn_direct(&l, 0, th);
+	rs_dlearn_ring(&l, th, th);
+	if (!CHECK(!l.skip && rs_dlearn_want(&l, th, th), "up to the cap"))
+		return -1;
+	/* a partly filled one below the threshold neither pays nor costs */
+	rs_dlearn_direct(&l, th / 2, th);
+	rs_dlearn_direct(&l, 0, th);
+	if (!CHECK(l.skip == RS_DSKIP_MIN && l.balance == 1 - RS_DDEBT,
+		   "small fills pay nothing: %d", l.balance))
+		return -1;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	u32 cases = 3000, first = 1;
@@ -1220,6 +1317,7 @@ int main(int argc, char **argv)
 		{ "cancel", test_cancel },
 		{ "paper_scenario", test_paper },
 		{ "phase_bump", test_phase_bump },
+		{ "dlearn", test_dlearn },
 	};
 
 	if (argc > 1)

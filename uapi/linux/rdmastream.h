@@ -206,6 +206,10 @@ struct rdmastream_info {
 					 * deregistered, on rxe, to wait out
 					 * a packet checked before it
 					 */
+	/* policy dynamic, sizes grow only by appending after this point */
+	__u64	rsi_adverts_skipped;	/* receives that did not advertise:
+					 * the ADVERTs before them died empty
+					 */
 };
 
 #define RDMASTREAM_INFO_F_PEER_READY	(1U << 0) /* peer buffer known */

@@ -318,7 +318,9 @@ struct rs_sock {
 	unsigned long ack_j;		/* ack timeout in jiffies, 0: none */
 	u8 ack_exp;			/* ...as the QP has it: 4.096 us << */
 	u8 qp_retry;			/* 7 on rxe: for ever (rs_rtt.c) */
-	u64 req_ns;			/* active: when the REQ went */
+	u64 req_ns;			/* when our REQ (active) or REP
+					 * (passive) went: rs_ack_handshake()
+					 */
 	struct rs_rtt rtt;		/* round trips measured (under lock) */
 	unsigned long rtt_next;		/* jiffies: no sample before */
 
@@ -639,6 +641,7 @@ unsigned long rs_ring_bytes(const struct rs_sock *rs, struct ib_device *dev);
 int rs_transport_create(struct rs_sock *rs, struct rdma_cm_id *id);
 int rs_qp_move(struct rs_sock *rs, struct rdma_cm_id *id,
 	       enum ib_qp_state state);
+int rs_qp_rtr(struct rs_sock *rs, struct rdma_cm_id *id);
 int rs_qp_ready(struct rs_sock *rs, struct rdma_cm_id *id);
 void rs_qp_error(struct rs_sock *rs);
 int rs_transport_rings(struct rs_sock *rs);

@@ -304,6 +304,24 @@ static void rs_connect_response(struct rs_sock *rs, struct rdma_cm_id *id,
 }
 
 /*
+ * The passive side's RTU. Its QP waited in RTR since the REP: it takes
+ * the peer's packets and acknowledges them, but sends nothing, and
+ * nothing asks it to before the connection is established (the SETUP
+ * goes after the rings' registration, rs_post_regs()). A first contact
+ * takes its ack timeout from the REP to RTU time now (rs_ack_handshake()),
+ * as the active side takes its own from the REQ to REP time.
+ */
+static void rs_child_rtu(struct rs_sock *rs, struct rdma_cm_id *id)
+{
+	rs_ack_handshake(rs, id);
+	if (rs_qp_move(rs, id, IB_QPS_RTS)) {
+		rs_conn_fail(rs, ECONNRESET);
+		return;
+	}
+	rs_established(rs, id);
+}
+
+/*
  * What an accepted socket inherits from its listener, as sk_clone_lock()
  * gives TCP's: buffers, timeouts, linger, keepalive, low-water mark,
  * v6only and the LSM label. RDMA children and TCP ones (rs_fallback.c).
@@ -424,8 +442,9 @@ static int rs_child_accept(struct rs_sock *rs, struct rdma_cm_id *id,
 			p.flags &= ~RS_CM_F_RING;
 		rs_ack_choose(rs, id, req_retry);
 		rs_conn_param(&cp, &p, rs);
-		/* RTS before the REP, as rdma_cm moves its own QPs */
-		ret = rs_qp_ready(rs, id);
+		/* RTR before the REP, RTS at the RTU (rs_child_rtu()) */
+		ret = rs_qp_rtr(rs, id);
+		rs->req_ns = ktime_get_ns();
 		if (!ret)
 			ret = rdma_accept(id, &cp);
 	}
@@ -540,7 +559,7 @@ static void rs_cm_event(struct rs_sock *rs, struct rdma_cm_id *id,
 	case RDMA_CM_EVENT_ESTABLISHED:
 		/* the passive side's RTU (or first packet, COMM_EST) */
 		if (rs->parent && sk->sk_state == TCP_SYN_RECV)
-			rs_established(rs, id);
+			rs_child_rtu(rs, id);
 		break;
 	case RDMA_CM_EVENT_ADDR_ERROR:
 	case RDMA_CM_EVENT_ROUTE_ERROR:

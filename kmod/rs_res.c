@@ -166,17 +166,26 @@ int rs_qp_move(struct rs_sock *rs, struct rdma_cm_id *id,
 }
 
 /*
- * Ready to send, once the peer's REQ or REP is known: INIT again with
+ * Ready to receive, once the peer's REQ or REP is known: INIT again with
  * the CM's access flags (INIT came from the route alone on the active
- * side), then RTR and RTS, as rdma_cm moves its own.
+ * side), then RTR; rs_qp_ready() goes on to RTS, ready to send. The
+ * active side moves to RTS at the REP, the passive side at the RTU.
  */
-int rs_qp_ready(struct rs_sock *rs, struct rdma_cm_id *id)
+int rs_qp_rtr(struct rs_sock *rs, struct rdma_cm_id *id)
 {
 	int ret;
 
 	ret = rs_qp_move(rs, id, IB_QPS_INIT);
 	if (!ret)
 		ret = rs_qp_move(rs, id, IB_QPS_RTR);
+	return ret;
+}
+
+int rs_qp_ready(struct rs_sock *rs, struct rdma_cm_id *id)
+{
+	int ret;
+
+	ret = rs_qp_rtr(rs, id);
 	if (!ret)
 		ret = rs_qp_move(rs, id, IB_QPS_RTS);
 	return ret;

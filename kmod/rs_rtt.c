@@ -174,14 +174,17 @@ void rs_ack_choose(struct rs_sock *rs, struct rdma_cm_id *id, int req_retry)
 }
 
 /*
- * The active side of a first contact: no round trip was cached for the
- * peer, so rs_ack_choose() took ack_timeout_first. The REP came a round
- * trip plus the peer's handling of our REQ after the REQ went, never
- * sooner than a round trip: a sample on the safe side, and the QP, which
- * the module moves to RTS only now (rs_qp_ready()), takes the timeout it
- * gives, as TCP takes its first round trip from the handshake (RFC 6298,
- * 2.2), but never more than ack_timeout_first. Only where the QP retries
- * for ever (rxe), as the floor is only there.
+ * A first contact: no round trip was cached for the peer, so
+ * rs_ack_choose() took ack_timeout_first. The active side's REP came a
+ * round trip plus the peer's handling of our REQ after the REQ went; the
+ * passive side's RTU a round trip plus the peer's handling of our REP
+ * after the REP went: never sooner than a round trip, a sample on the
+ * safe side. The QP, which the module moves to RTS only now (at the REP,
+ * rs_connect_response(); at the RTU, rs_child_rtu()), takes the timeout
+ * it gives, as TCP takes its first round trip from the handshake (RFC
+ * 6298, 2.2), but never more than ack_timeout_first. Only where the QP
+ * retries for ever (rxe with a retry count of 7), as the floor is only
+ * there.
  */
 void rs_ack_handshake(struct rs_sock *rs, struct rdma_cm_id *id)
 {
@@ -189,7 +192,8 @@ void rs_ack_handshake(struct rs_sock *rs, struct rdma_cm_id *id)
 	u64 us;
 	u32 exp;
 
-	if (rs->base_rtt_us || !rs->req_ns || rs->qp_retry != 7)
+	if (rs->base_rtt_us || !rs->req_ns ||
+	    !rs_dev_retries_forever(id->device) || rs->qp_retry != 7)
 		return;
 	us = div_u64(ktime_get_ns() - rs->req_ns, NSEC_PER_USEC);
 	rs_rtt_sample(&rtt, clamp_t(u64, us, 1, RS_RTT_SAMPLE_MAX_US));

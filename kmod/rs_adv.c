@@ -361,7 +361,8 @@ void rs_dlearn_direct(struct rs_dlearn *l, u32 got, u32 threshold)
 		l->small++;
 	if (got) {
 		if (credit) {
-			l->balance += credit < RS_DCREDIT ? credit : RS_DCREDIT;
+			l->balance += credit < RS_DCREDIT ? (int)credit :
+				      RS_DCREDIT;
 			if (l->balance > RS_DCREDIT)
 				l->balance = RS_DCREDIT;
 			l->backoff = 0;
@@ -382,7 +383,7 @@ bool rs_dlearn_want(struct rs_dlearn *l, u32 len, u32 threshold)
 		return false;
 	if (l->skip) {
 		l->skip--;
-		l->skipped++;
+		RS_STORE_ONCE(&l->skipped, l->skipped + 1);	/* RDMASTREAM_INFO */
 		return false;
 	}
 	return true;

@@ -149,8 +149,9 @@ void rs_drx_release(struct rs_drx *r, int slot);
  *   what copying the threshold's worth of bytes costs (that is what the
  *   threshold means), while a filled one saves copying what it got. The
  *   balance counts thresholds: -1 per dead ADVERT, +got/threshold per
- *   filled one (at most RS_DCREDIT). At -RS_DDEBT the next skip receives
- *   do not advertise; then one ADVERT probes, and each probe that dies
+ *   filled one (at most RS_DCREDIT). At -RS_DDEBT the next skip waits
+ *   that could advertise do not (a receive may wait more than once);
+ *   then one ADVERT probes, and each probe that dies
  *   doubles the skip, up to RS_DSKIP_MAX. Bytes from the stream buffer do
  *   not count: they are what overtook the ADVERTs.
  */

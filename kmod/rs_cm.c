@@ -305,9 +305,10 @@ static void rs_connect_response(struct rs_sock *rs, struct rdma_cm_id *id,
 
 /*
  * The passive side's RTU. Its QP waited in RTR since the REP: it takes
- * the peer's packets and acknowledges them, but sends nothing, and
- * nothing asks it to before the connection is established (the SETUP
- * goes after the rings' registration, rs_post_regs()). A first contact
+ * the peer's packets and acknowledges them, but sends nothing: the first
+ * send is the rings' REG_MR (rs_post_regs()), here after the move, and
+ * rs_push_locked() posts nothing before our SETUP, which follows it (the
+ * peer may already be established and, say, CANCEL an ADVERT). A first contact
  * takes its ack timeout from the REP to RTU time now (rs_ack_handshake()),
  * as the active side takes its own from the REQ to REP time.
  */

@@ -266,7 +266,14 @@ void rs_push_locked(struct rs_sock *rs)
 	struct rs_chunk c;
 	enum rs_tx_action act;
 
-	if (!rs->transport)
+	/*
+	 * Nothing goes before our SETUP, which follows the rings'
+	 * registration: until then an accepted socket's QP may still be in
+	 * RTR (rs_child_rtu()), where a post fails and would reset the
+	 * connection. A CANCEL_ACK the peer asked for meanwhile goes right
+	 * after the SETUP (rs_reg_done() pushes).
+	 */
+	if (!rs->transport || !rs->flow.setup_sent)
 		return;
 	rs->flow.tx_cap = rs_budget_cap(rs);
 	while (!rs->dead && rs_sq_free(rs)) {

@@ -369,7 +369,8 @@ void rs_dlearn_direct(struct rs_dlearn *l, u32 got, u32 threshold)
 		}
 		return;
 	}
-	if (--l->balance > -RS_DDEBT)
+	/* a second ADVERT out when the back-off began: already counted */
+	if (l->skip || --l->balance > -RS_DDEBT)
 		return;
 	l->skip = l->backoff ? l->backoff : RS_DSKIP_MIN;
 	l->backoff = l->skip < RS_DSKIP_MAX / 2 ? 2 * l->skip : RS_DSKIP_MAX;

@@ -166,7 +166,7 @@ struct rs_dlearn {
 	int balance;		/* thresholds saved by ADVERTs, net */
 	u32 skip;		/* receives left that will not advertise */
 	u32 backoff;		/* skip after the next dead probe; 0: min */
-	u64 skipped;		/* receives that did not advertise for it */
+	u64 skipped;		/* waits that did not advertise for it */
 };
 
 void rs_dlearn_ring(struct rs_dlearn *l, u32 got, u32 threshold);

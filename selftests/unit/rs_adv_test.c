@@ -1288,6 +1288,18 @@ static int test_dlearn(void)
 	rs_dlearn_ring(&l, th, th);
 	if (!CHECK(!l.skip && rs_dlearn_want(&l, th, th), "up to the cap"))
 		return -1;
+	/* a second ADVERT that dies in the back-off it began: no double */
+	dlearn_wait(&l, th);
+	for (k = 0; k < RS_DCREDIT + RS_DDEBT; k++)
+		rs_dlearn_direct(&l, 0, th);
+	rs_dlearn_ring(&l, th, th);
+	if (!CHECK(l.skip == RS_DSKIP_MIN && l.backoff == 2 * RS_DSKIP_MIN,
+		   "one back-off for two ADVERTs: skip %u backoff %u", l.skip,
+		   l.backoff))
+		return -1;
+	dlearn_wait(&l, th);
+	rs_dlearn_direct(&l, th, th);	/* ends the back-off: -6 */
+	rs_dlearn_direct(&l, 0, th);
 	/* a partly filled one below the threshold neither pays nor costs */
 	rs_dlearn_direct(&l, th / 2, th);
 	rs_dlearn_direct(&l, 0, th);

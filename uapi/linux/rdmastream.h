@@ -207,8 +207,9 @@ struct rdmastream_info {
 					 * a packet checked before it
 					 */
 	/* policy dynamic, sizes grow only by appending after this point */
-	__u64	rsi_adverts_skipped;	/* receives that did not advertise:
-					 * the ADVERTs before them died empty
+	__u64	rsi_adverts_skipped;	/* waits of receives that did not
+					 * advertise: the ADVERTs before
+					 * them died empty
 					 */
 };
 

@@ -377,15 +377,24 @@ void rs_dlearn_direct(struct rs_dlearn *l, u32 got, u32 threshold)
 	l->balance = 1 - RS_DDEBT;	/* the probe decides alone */
 }
 
-/* Should a receive of len bytes advertise, as far as policy dynamic knows? */
-bool rs_dlearn_want(struct rs_dlearn *l, u32 len, u32 threshold)
+/*
+ * May a receive of len bytes advertise, as far as the small-message rule
+ * knows? A check only: the caller asks it before taking any lock.
+ */
+bool rs_dlearn_may(const struct rs_dlearn *l, u32 len, u32 threshold)
 {
-	if (len < threshold || l->small >= RS_DSMALL_MAX)
+	return len >= threshold && l->small < RS_DSMALL_MAX;
+}
+
+/*
+ * A wait that could advertise (rs_dlearn_may() and room for an ADVERT):
+ * true if the dead-ADVERT back-off spends it instead.
+ */
+bool rs_dlearn_skip(struct rs_dlearn *l)
+{
+	if (!l->skip)
 		return false;
-	if (l->skip) {
-		l->skip--;
-		RS_STORE_ONCE(&l->skipped, l->skipped + 1);	/* RDMASTREAM_INFO */
-		return false;
-	}
+	l->skip--;
+	RS_STORE_ONCE(&l->skipped, l->skipped + 1);	/* RDMASTREAM_INFO */
 	return true;
 }

@@ -171,7 +171,8 @@ struct rs_dlearn {
 
 void rs_dlearn_ring(struct rs_dlearn *l, u32 got, u32 threshold);
 void rs_dlearn_direct(struct rs_dlearn *l, u32 got, u32 threshold);
-bool rs_dlearn_want(struct rs_dlearn *l, u32 len, u32 threshold);
+bool rs_dlearn_may(const struct rs_dlearn *l, u32 len, u32 threshold);
+bool rs_dlearn_skip(struct rs_dlearn *l);
 
 static inline u32 rs_adv_id(int slot, u32 gen)
 {

@@ -170,14 +170,16 @@ bool rs_drecv_wanted(struct rs_sock *rs, struct msghdr *msg, u32 len,
 	    (flags & (MSG_PEEK | MSG_DONTWAIT)) ||
 	    !user_backed_iter(&msg->msg_iter))
 		return false;
-	if (policy == RDMASTREAM_POLICY_DYNAMIC && len < rs_threshold(rs))
+	/* small messages: no lock taken, as for any receive that may not */
+	if (policy == RDMASTREAM_POLICY_DYNAMIC &&
+	    !rs_dlearn_may(&rs->dlearn, len, rs_threshold(rs)))
 		return false;
 	spin_lock_bh(&rs->lock);
 	ok = rs_drecv_room_locked(rs);
 	spin_unlock_bh(&rs->lock);
 	/* a skip is spent only on a wait that could have advertised */
 	return ok && (policy != RDMASTREAM_POLICY_DYNAMIC ||
-		      rs_dlearn_want(&rs->dlearn, len, rs_threshold(rs)));
+		      !rs_dlearn_skip(&rs->dlearn));
 }
 
 static void rs_advert_fill(struct rs_ctl *m, const struct rs_advert *a,

@@ -5,7 +5,8 @@
  * shutdown() and a close() that still delivers what was sent.
  *
  * Knobs: RS_LARGE_MB (64) for large_bidir, RS_WAITALL_MB (8),
- * RS_SMALLBUF_MB (8), RS_CLOSE_MB (8).
+ * RS_SMALLBUF_MB (8), RS_SMALLBUF_SEED (unset: the fixed sequence of I/O
+ * sizes and calls; N: another one, for soak runs), RS_CLOSE_MB (8).
  */
 #include "rs_common.h"
 
@@ -555,6 +556,7 @@ TEST_F(data, bufsizes)
 TEST_F_TIMEOUT(data, small_rcvbuf, 180)
 {
 	size_t total = env_mib("RS_SMALLBUF_MB", 8);
+	const char *seed = getenv("RS_SMALLBUF_SEED");
 	struct rs_xfer x[4] = { };
 	int c, s, i;
 
@@ -567,6 +569,8 @@ TEST_F_TIMEOUT(data, small_rcvbuf, 180)
 		x[i].total = total;
 		x[i].chunk = 256 * RS_KIB;
 		x[i].random = true;
+		if (seed)
+			x[i].seed = rs_key(strtoul(seed, NULL, 0), i, 12);
 		ASSERT_EQ(0, rs_xfer_start(&x[i], i & 1 ? rs_receiver :
 					   rs_sender));
 	}

@@ -31,6 +31,7 @@
 #endif
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -680,6 +681,42 @@ static inline size_t rs_pat_check(const void *buf, size_t len, uint64_t key,
 }
 
 /*
+ * Where the wrong bytes a receiver got came from, for its report: how
+ * long the wrong run is (up to 16 right bytes in a row), and the stream
+ * offset whose bytes its first 8 are, if they are this stream's at any
+ * offset up to near (stale or misplaced data).
+ */
+static inline void rs_pat_explain(const void *buf, size_t len, uint64_t key,
+				  uint64_t off, uint64_t near)
+{
+	const unsigned char *p = buf;
+	uint64_t k, src = ~0ULL, w[2];
+	size_t run, good = 0;
+	int sh;
+
+	for (run = 0; run < len && good < 16; run++)
+		good = p[run] == rs_pat_byte(key, off + run) ? good + 1 : 0;
+	run -= good;
+	for (k = 0; len >= 8 && k <= near / 8 && src == ~0ULL; k++) {
+		w[0] = htole64(rs_mix64(key + k));
+		w[1] = htole64(rs_mix64(key + k + 1));
+		for (sh = 0; sh < 8; sh++) {
+			if (!memcmp((unsigned char *)w + sh, p, 8)) {
+				src = k * 8 + sh;
+				break;
+			}
+		}
+	}
+	rs_info("mismatch at stream offset %llu: %zu bytes wrong, starting %02x %02x %02x %02x %02x %02x %02x %02x: %s %llu",
+		(unsigned long long)off, run, p[0], len > 1 ? p[1] : 0,
+		len > 2 ? p[2] : 0, len > 3 ? p[3] : 0, len > 4 ? p[4] : 0,
+		len > 5 ? p[5] : 0, len > 6 ? p[6] : 0, len > 7 ? p[7] : 0,
+		src == ~0ULL ? "this stream has them nowhere up to" :
+		"this stream's bytes at offset",
+		(unsigned long long)(src == ~0ULL ? near : src));
+}
+
+/*
  * Send with MSG_DONTWAIT until the socket stays full, i.e. both the local
  * send queue and the peer's receive buffer are exhausted. Returns the
  * number of bytes queued; the data is rs_pat_fill() pattern with key.
@@ -861,6 +898,12 @@ static inline void *rs_receiver(void *arg)
 		if (bad != (size_t)ret) {
 			x->mismatch = true;
 			x->bad_off = x->done + bad;
+			rs_info("fd %d: %s of %zu bytes at stream offset %llu returned %zd",
+				x->fd, how == 1 ? "read" : how == 2 ? "readv" :
+				flags & MSG_WAITALL ? "recv(MSG_WAITALL)" :
+				"recv", n, (unsigned long long)x->done, ret);
+			rs_pat_explain(buf + bad, ret - bad, x->key, x->bad_off,
+				       x->done + ret + (1 << 20));
 			break;
 		}
 		x->done += ret;
@@ -916,9 +959,41 @@ static inline void rs_info_dump(const char *what, int fd)
 }
 
 /*
+ * Where every thread of this process is in the kernel (root only): what
+ * a stall report needs to tell a lost wake-up from a wait that cannot end.
+ */
+static inline void rs_stacks_dump(void)
+{
+	char path[300], line[256];
+	struct dirent *e;
+	DIR *d;
+	FILE *f;
+
+	d = opendir("/proc/self/task");
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/stack",
+			 e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		rs_info("thread %s:", e->d_name);
+		while (fgets(line, sizeof(line), f))
+			rs_info("  %.*s", (int)strcspn(line, "\n"), line);
+		fclose(f);
+	}
+	closedir(d);
+}
+
+/*
  * Join n transfers; if none of them moves a byte for stall_secs, print
- * where each stands and its socket's RDMASTREAM_INFO once, so a hang that
- * the harness's timeout ends leaves a diagnosis in the log.
+ * where each stands, its socket's RDMASTREAM_INFO and every thread's
+ * kernel stack once, so a hang that the harness's timeout ends leaves a
+ * diagnosis in the log. A receiver that got wrong data shuts the others'
+ * sockets down, so that the test ends and reports it.
  */
 static inline void rs_xfer_join_watch(struct rs_xfer *x, int n,
 				      unsigned int stall_secs)
@@ -926,7 +1001,7 @@ static inline void rs_xfer_join_watch(struct rs_xfer *x, int n,
 	uint64_t sum, last = ~0ULL;
 	double since = rs_now();
 	bool told = false, busy, joined[16] = { };
-	int i;
+	int i, ended = 0;	/* 1: wrong data came; 2: the rest shut down */
 
 	for (;;) {
 		busy = false;
@@ -938,7 +1013,18 @@ static inline void rs_xfer_join_watch(struct rs_xfer *x, int n,
 			else if (!joined[i])
 				joined[i] = !pthread_tryjoin_np(x[i].thr, NULL);
 			busy |= i < 16 && !joined[i];
+			if (i < 16 && joined[i] && x[i].mismatch && !ended)
+				ended = 1;
 		}
+		/*
+		 * Wrong data ends the test: the other transfers may be
+		 * waiting on the reader that stopped (a full window), so
+		 * end them now rather than at the test's time limit.
+		 */
+		for (i = 0; i < n && i < 16 && ended == 1 && busy; i++)
+			if (!joined[i])
+				shutdown(x[i].fd, SHUT_RDWR);
+		ended += ended == 1;
 		if (!busy) {
 			/* RS_XFER_INFO=1: where each ended, for tuning */
 			for (i = 0; i < n && getenv("RS_XFER_INFO"); i++)
@@ -951,12 +1037,16 @@ static inline void rs_xfer_join_watch(struct rs_xfer *x, int n,
 		} else if (!told && rs_now() - since > stall_secs) {
 			told = true;
 			for (i = 0; i < n; i++) {
-				rs_info("stalled %u s: xfer %d fd %d %llu of %llu bytes",
+				rs_info("stalled %u s: xfer %d fd %d %llu of %llu bytes%s, err %d%s",
 					stall_secs, i, x[i].fd,
 					(unsigned long long)x[i].done,
-					(unsigned long long)x[i].total);
+					(unsigned long long)x[i].total,
+					i < 16 && joined[i] ? " (ended)" : "",
+					x[i].err, x[i].mismatch ? ", mismatch" :
+					"");
 				rs_info_dump("stalled", x[i].fd);
 			}
+			rs_stacks_dump();
 		}
 		rs_msleep(100);
 	}

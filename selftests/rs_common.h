@@ -956,6 +956,11 @@ static inline void rs_info_dump(const char *what, int fd)
 		(unsigned long long)i.rsi_probes,
 		(unsigned long long)i.rsi_sq_kicks,
 		(unsigned long long)i.rsi_errors);
+	rs_info("%s fd %d: rings rx %u tx %u peer %u direct bytes sent %llu received %llu adverts skipped %llu",
+		what, fd, i.rsi_rx_ring, i.rsi_tx_ring, i.rsi_peer_ring,
+		(unsigned long long)i.rsi_direct_bytes_sent,
+		(unsigned long long)i.rsi_direct_bytes_received,
+		(unsigned long long)i.rsi_adverts_skipped);
 }
 
 /*

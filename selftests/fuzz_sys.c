@@ -1179,31 +1179,6 @@ static void *fz_events(void *arg)
 
 /* ---- the watchdog ---- */
 
-static void fz_dump_stacks(void)
-{
-	char path[300], line[256];
-	struct dirent *de;
-	DIR *d = opendir("/proc/self/task");
-	FILE *f;
-
-	if (!d)
-		return;
-	while ((de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/task/%s/stack",
-			 de->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		fprintf(stderr, "# task %s:\n", de->d_name);
-		while (fgets(line, sizeof(line), f))
-			fprintf(stderr, "#   %s", line);
-		fclose(f);
-	}
-	closedir(d);
-}
-
 static void fz_reap(bool all)
 {
 	int i, st;
@@ -1245,7 +1220,7 @@ static bool fz_check_hang(void)
 		fprintf(stderr, "# FINDING: thread %u (tid %d) in %s for %lld s\n",
 			i, fz.t[i].tid, fz_op_name[op],
 			(fz_ms() - since) / 1000);
-		fz_dump_stacks();
+		rs_stacks_dump();
 		return true;
 	}
 	return false;
@@ -1359,7 +1334,7 @@ static bool fz_join(void)
 			fprintf(stderr, "# FINDING: thread %u does not return from %s\n",
 				i, fz_op_name[__atomic_load_n(&fz.t[i].op,
 						       __ATOMIC_RELAXED)]);
-			fz_dump_stacks();
+			rs_stacks_dump();
 			ok = false;
 		}
 	}

@@ -159,7 +159,8 @@ struct rs_cm_rej {
 
 /* Private data of the rdma_cm REQ and REP. */
 #define RS_CM_F_RING	0x01	/* grows its stream buffer: RING, RING_ACK */
-#define RS_CM_F_KNOWN	RS_CM_F_RING
+#define RS_CM_F_WSEQ	0x02	/* numbers its writes: RS_IMM_PARITY */
+#define RS_CM_F_KNOWN	(RS_CM_F_RING | RS_CM_F_WSEQ)
 
 struct rs_cm_pdata {
 	u8 version;
@@ -352,6 +353,7 @@ struct rs_sock {
 	unsigned long tx_grow_next;	/* jiffies: no growth before */
 	/* stream buffer autotuning (rs_rxgrow.c), under lock */
 	bool peer_ring;			/* the peer's CM flag RS_CM_F_RING */
+	bool peer_wseq;			/* ...and RS_CM_F_WSEQ */
 	bool rx_grow_want;		/* the rate asks for a bigger buffer */
 	unsigned long rx_grow_next;	/* jiffies: no growth before */
 	struct rs_ring rx_new;		/* offered in RING; the peer writes it

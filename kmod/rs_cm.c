@@ -56,7 +56,7 @@ static void rs_pdata_fill(struct rs_cm_pdata *p, struct rs_sock *rs)
 	memset(p, 0, sizeof(*p));
 	p->version = RS_PROTO_VERSION;
 	p->recv_slots = cpu_to_be16(RS_RQ_DEPTH);
-	p->flags = RS_CM_F_RING;
+	p->flags = RS_CM_F_RING | RS_CM_F_WSEQ;
 	p->ring_size = cpu_to_be32(rs->flow.rx_size);
 }
 
@@ -71,11 +71,12 @@ static bool rs_pdata_ok(const void *data, u8 len)
 }
 
 /* What the peer's private data (checked by rs_pdata_ok()) says it does. */
-static bool rs_pdata_ring(const void *data)
+static void rs_pdata_peer(struct rs_sock *rs, const void *data)
 {
 	const struct rs_cm_pdata *p = data;
 
-	return p->flags & RS_CM_F_RING;
+	rs->peer_ring = p->flags & RS_CM_F_RING;
+	rs->peer_wseq = p->flags & RS_CM_F_WSEQ;
 }
 
 /*
@@ -255,6 +256,7 @@ static void rs_established(struct rs_sock *rs, struct rdma_cm_id *id)
 	rs_path_mtu(rs);
 	spin_lock_bh(&rs->lock);
 	rs->flow.ring_ok = rs->peer_ring;
+	rs->flow.wseq = rs->peer_wseq;
 	rs->established = true;
 	rs_set_state(sk, TCP_ESTABLISHED);
 	spin_unlock_bh(&rs->lock);
@@ -289,7 +291,7 @@ static void rs_connect_response(struct rs_sock *rs, struct rdma_cm_id *id,
 		rs_conn_fail(rs, EPROTO);
 		return;
 	}
-	rs->peer_ring = rs_pdata_ring(ev->param.conn.private_data);
+	rs_pdata_peer(rs, ev->param.conn.private_data);
 	rs_ack_handshake(rs, id);	/* before RTS: a first contact's */
 	ret = rs_qp_ready(rs, id);
 	if (ret)
@@ -441,6 +443,8 @@ static int rs_child_accept(struct rs_sock *rs, struct rdma_cm_id *id,
 		/* only to a peer that offered it: an older one refuses flags */
 		if (!rs->peer_ring)
 			p.flags &= ~RS_CM_F_RING;
+		if (!rs->peer_wseq)
+			p.flags &= ~RS_CM_F_WSEQ;
 		rs_ack_choose(rs, id, req_retry);
 		rs_conn_param(&cp, &p, rs);
 		/* RTR before the REP, RTS at the RTU (rs_child_rtu()) */
@@ -489,7 +493,7 @@ static int rs_conn_request(struct rs_sock *lrs, struct rdma_cm_id *id,
 		return rs_reject(id, RS_REJ_ERROR, -ENOMEM);
 	}
 	rs->mem = bytes;		/* the child owns the reservation now */
-	rs->peer_ring = rs_pdata_ring(ev->param.conn.private_data);
+	rs_pdata_peer(rs, ev->param.conn.private_data);
 	ret = rs_child_accept(rs, id, ev->param.conn.retry_count);
 	if (ret) {
 		sock_put(&rs->sk);	/* the cm id's reference */

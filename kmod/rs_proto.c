@@ -185,6 +185,37 @@ void rs_imm_decode(u32 imm, u32 *len, u32 *credits)
 	*credits = (imm >> RS_IMM_CREDIT_SHIFT) & RS_IMM_CREDIT_MAX;
 }
 
+/*
+ * The immediate of the next indirect write, numbered when both sides
+ * negotiated it. The caller posts the write in the same critical section,
+ * so the numbers go out in the order of the writes.
+ */
+u32 rs_flow_imm(struct rs_flow *f, u32 len, u32 credits)
+{
+	u32 imm = rs_imm_encode(len, credits);
+
+	if (f->wseq && (f->tx_writes & 1))
+		imm |= RS_IMM_PARITY;
+	f->tx_writes++;
+	return imm;
+}
+
+/*
+ * A write received: false if its number is not the next one. A write run
+ * twice in a row by the transport (docs/lossy-links.md, the go-back-N
+ * slip) carries the number of the one before; without the flag the bit
+ * is reserved and must be 0.
+ */
+bool rs_flow_imm_ok(struct rs_flow *f, u32 imm)
+{
+	u32 want = f->wseq && (f->rx_writes & 1) ? RS_IMM_PARITY : 0;
+
+	if ((imm & RS_IMM_PARITY) != want)
+		return false;
+	f->rx_writes++;
+	return true;
+}
+
 /* Credits returned by the peer; false if it returns more than it has. */
 bool rs_flow_on_credits(struct rs_flow *f, u32 credits)
 {

@@ -52,7 +52,12 @@ typedef uint8_t u8;
 #define RS_IMM_LEN_MASK		((1U << RS_IMM_LEN_BITS) - 1)
 #define RS_IMM_CREDIT_SHIFT	RS_IMM_LEN_BITS
 #define RS_IMM_CREDIT_MAX	127U
-#define RS_IMM_DIRECT		(1U << 31)	/* reserved for direct writes */
+/*
+ * The write's number, modulo 2, between peers that negotiated
+ * RS_CM_F_WSEQ; 0 otherwise. Each write's bit differs from the one
+ * before it, so a write the transport runs twice in a row is caught.
+ */
+#define RS_IMM_PARITY		(1U << 31)
 
 /* Receive slots a side must post at the least (see rs_flow_ack_due). */
 #define RS_RECV_MIN		4
@@ -78,6 +83,8 @@ struct rs_flow {
 	u32 tx_cap;		/* bytes in flight at most (0: no cap), the
 				 * share of a device-wide budget (rs_budget.c)
 				 */
+	u32 tx_writes;		/* indirect writes posted (RS_IMM_PARITY) */
+	u32 rx_writes;		/* indirect writes received */
 	/* receiving side */
 	u64 rx_prod;		/* bytes the peer has written into our ring */
 	u64 rx_cons;		/* bytes the application has read */
@@ -91,6 +98,7 @@ struct rs_flow {
 	bool fin_wanted;	/* the application shut down writing */
 	bool fin_sent;
 	bool tx_paused;		/* no data goes: the send ring is moving */
+	bool wseq;		/* both sides number their writes (CM flag) */
 	/* stream buffer growth (docs/design.md "Stream buffer autotuning") */
 	bool ring_ok;		/* the peer speaks RING (its CM flag) */
 	bool ring_wanted;	/* receiver: RING to post */
@@ -177,6 +185,8 @@ void rs_flow_msg_sent(struct rs_flow *f);
 
 u32 rs_imm_encode(u32 len, u32 credits);
 void rs_imm_decode(u32 imm, u32 *len, u32 *credits);
+u32 rs_flow_imm(struct rs_flow *f, u32 len, u32 credits);
+bool rs_flow_imm_ok(struct rs_flow *f, u32 imm);
 
 bool rs_flow_on_credits(struct rs_flow *f, u32 credits);
 bool rs_flow_on_data(struct rs_flow *f, u32 len);

@@ -40,7 +40,7 @@ static bool rs_recv_data_locked(struct rs_sock *rs, u32 imm, u32 arrived)
 	struct rs_ring *r = rs_rx_ring(rs, rs->flow.rx_prod);
 	u32 len, credits, off = (u32)rs->flow.rx_prod & (r->size - 1);
 
-	if (imm & RS_IMM_DIRECT)
+	if (!rs_flow_imm_ok(&rs->flow, imm))
 		return false;
 	rs_imm_decode(imm, &len, &credits);
 	if (len != arrived || !rs_flow_on_credits(&rs->flow, credits))

@@ -202,7 +202,8 @@ static int rs_post_chunk(struct rs_sock *rs, const struct rs_chunk *chunk)
 		rs_ring_sync(tx, c->local_off, c->len, false);
 	credits = rs_flow_take_owed(&rs->flow);
 	wr.wr.opcode = IB_WR_RDMA_WRITE_WITH_IMM;
-	wr.wr.ex.imm_data = cpu_to_be32(rs_imm_encode(c->len, credits));
+	wr.wr.ex.imm_data =
+		cpu_to_be32(rs_flow_imm(&rs->flow, c->len, credits));
 	wr.wr.sg_list = sge;
 	wr.wr.num_sge = n;
 	wr.wr.send_flags = inl ? IB_SEND_INLINE : 0;

@@ -11,7 +11,8 @@
  *            version, credits, cons, addr, seq, len, rkey, phase, id,
  *            flags, reserved), or a short SEND;
  *   imm      WRITE WITH IMMEDIATE with a random or lying immediate
- *            (length, credits, the reserved direct bit);
+ *            (length, credits, the write's number: its parity bit,
+ *            reserved unless the handshake numbered the writes);
  *   ring     plain RDMA WRITEs anywhere inside the stream buffer;
  *   direct   DIRECTs out of order, replayed, or claiming other lengths;
  *   advert   ADVERTs of the fuzzer's own memory, valid or mutated;
@@ -20,7 +21,8 @@
  *            at the module's HCA (and ends the connection);
  *   pdata    malformed CM private data (short, long, wrong version,
  *            flags, receive slots, ring size), an RNR retry count of 7
- *            (refused) and a retry count of 7 (accepted).
+ *            (refused) and a retry count of 7 (accepted). Half of the
+ *            valid handshakes number the writes (flag 0x02), both ways.
  *
  * The module's socket side, in threads of this program, reads into
  * buffers with guard bytes before and after (a write outside the range
@@ -52,7 +54,9 @@
 #define RS_IMM_LEN_MASK		0xffffffU
 #define RS_IMM_CREDIT_SHIFT	24
 #define RS_IMM_CREDIT_MAX	127U
-#define RS_IMM_DIRECT		(1U << 31)
+#define RS_IMM_PARITY		(1U << 31)
+#define FZ_F_KNOWN		0x03	/* RING, WSEQ */
+#define FZ_F_WSEQ		0x02
 
 enum fz_kind {
 	K_DATA, K_DDATA, K_CTL, K_SHORT, K_IMM, K_RING, K_DIRECT, K_ADVERT,
@@ -133,6 +137,9 @@ struct fz {
 	bool dead;		/* our QP failed or the module went away */
 	bool fin_sent;
 	uint32_t our_adv_id;
+	bool wseq;		/* writes numbered, both ways (CM flag) */
+	uint32_t tx_writes;	/* our indirect writes the module took */
+	uint32_t rx_writes;	/* the module's indirect writes */
 	/* shared with the socket-side threads */
 	volatile bool tainted;	/* the stream may differ from the pattern */
 	volatile bool stop;
@@ -281,12 +288,22 @@ static void fz_repost(struct fz *f, uint64_t slot)
 		f->owed++;
 }
 
+/* The parity bit the next write must carry (0 unless numbered). */
+static uint32_t fz_parity(bool wseq, uint32_t writes)
+{
+	return wseq && (writes & 1) ? RS_IMM_PARITY : 0;
+}
+
 /* The module wrote len bytes of its stream into our ring. */
 static void fz_on_data(struct fz *f, uint32_t imm, uint32_t byte_len)
 {
 	uint32_t len = imm & RS_IMM_LEN_MASK, off = f->rx % FZ_OUR_RING;
 	size_t bad;
 
+	if ((imm & RS_IMM_PARITY) != fz_parity(f->wseq, f->rx_writes))
+		FZ_VIOLATION("module's write %u (numbered: %d) has parity bit %u",
+			     f->rx_writes, f->wseq, imm >> 31);
+	f->rx_writes++;
 	f->credits += (imm >> RS_IMM_CREDIT_SHIFT) & RS_IMM_CREDIT_MAX;
 	if (len != byte_len || off + len > FZ_OUR_RING) {
 		FZ_VIOLATION("module wrote %u bytes claiming %u at %u", byte_len,
@@ -499,8 +516,10 @@ static void fz_data(struct fz *f)
 	f->credits--;
 	fz_st.kind[K_DATA]++;
 	if (fz_write(f, IBV_WR_RDMA_WRITE_WITH_IMM, f->p.addr + off, f->p.rkey,
-		     0, len, len | cr << RS_IMM_CREDIT_SHIFT))
+		     0, len, len | cr << RS_IMM_CREDIT_SHIFT |
+		     fz_parity(f->wseq, f->tx_writes)))
 		return;
+	f->tx_writes++;
 	f->ring_tx += len;
 	f->tx += len;
 	fz_st.bytes_out += len;
@@ -680,6 +699,7 @@ static void fz_short(struct fz *f)
 static void fz_imm(struct fz *f)
 {
 	uint32_t off = f->ring_tx & (f->p.size - 1), len, imm;
+	uint32_t par = fz_parity(f->wseq, f->tx_writes);
 
 	len = fz_below(f, 4) ? 1 + fz_below(f, 4096) : 0;
 	if (len > f->p.size - off)
@@ -689,16 +709,17 @@ static void fz_imm(struct fz *f)
 		imm = fz_rand(f);
 		break;
 	case 1:		/* the length lies */
-		imm = fz_value(f, len) & RS_IMM_LEN_MASK;
+		imm = (fz_value(f, len) & RS_IMM_LEN_MASK) | par;
 		break;
 	case 2:		/* credits out of range */
-		imm = len | (uint32_t)fz_below(f, 128) << RS_IMM_CREDIT_SHIFT;
+		imm = len | (uint32_t)fz_below(f, 128) << RS_IMM_CREDIT_SHIFT |
+		      par;
 		break;
-	case 3:		/* the direct bit */
-		imm = len | RS_IMM_DIRECT;
+	case 3:		/* the wrong number: a write run twice, or skipped */
+		imm = len | (par ^ RS_IMM_PARITY);
 		break;
 	default:	/* more than the ring holds */
-		imm = f->p.size + 1 + fz_below(f, 4096);
+		imm = (f->p.size + 1 + fz_below(f, 4096)) | par;
 		break;
 	}
 	rs_pat_fill(f->src, len, f->key, f->tx);
@@ -706,9 +727,10 @@ static void fz_imm(struct fz *f)
 	f->tainted = true;
 	if (!fz_write(f, IBV_WR_RDMA_WRITE_WITH_IMM, f->p.addr + off,
 		      f->p.rkey, 0, len, imm) &&
-	    (imm & RS_IMM_LEN_MASK) == len && !(imm & RS_IMM_DIRECT)) {
+	    (imm & RS_IMM_LEN_MASK) == len && (imm & RS_IMM_PARITY) == par) {
 		f->ring_tx += len;	/* the module may have taken it */
 		f->tx += len;
+		f->tx_writes++;
 	}
 }
 
@@ -882,6 +904,8 @@ static uint8_t fz_pdata(struct fz *f, uint8_t *pd, bool bad, uint8_t *rnr,
 	*rnr = 6;
 	*retry = 6;
 	*must_fail = 0;
+	if (fz_below(f, 2))
+		pd[1] = FZ_F_WSEQ;
 	if (!bad)
 		return len;
 	fz_st.kind[K_PDATA]++;
@@ -901,9 +925,12 @@ static uint8_t fz_pdata(struct fz *f, uint8_t *pd, bool bad, uint8_t *rnr,
 		*must_fail = pd[0] != WIRE_VERSION;
 		break;
 	case 3:
-		/* flag 0x01 says we take RING (we ignore it); others: unknown */
+		/*
+		 * 0x01 says we take RING (we ignore it), 0x02 that we number
+		 * our writes (we do); others are unknown
+		 */
 		pd[1] = 1 + fz_below(f, 255);
-		*must_fail = (pd[1] & ~0x01) != 0;
+		*must_fail = (pd[1] & ~FZ_F_KNOWN) != 0;
 		break;
 	case 4:
 		put32(pd, 2, 0);
@@ -1031,6 +1058,11 @@ static int fz_client(struct fz *f, int lfd, const struct sockaddr_in *sin,
 	}
 	if (ret)
 		return -1;
+	/* the module numbers its writes exactly when we offered to */
+	if ((p->rep_flags & FZ_F_WSEQ) != (pd[1] & FZ_F_WSEQ))
+		FZ_VIOLATION("REP flags %#x to REQ flags %#x", p->rep_flags,
+			     pd[1]);
+	f->wseq = pd[1] & FZ_F_WSEQ;
 	return fz_accept(f, lfd);
 }
 
@@ -1097,6 +1129,9 @@ static int fz_server(struct fz *f, struct fz_listen *l, bool bad)
 		goto out;
 	}
 	p->id = ev->id;
+	if (ev->param.conn.private_data_len < 2 ||
+	    !(((const uint8_t *)ev->param.conn.private_data)[1] & FZ_F_WSEQ))
+		FZ_VIOLATION("the module's REQ does not number its writes");
 	rdma_ack_cm_event(ev);
 	p->ch = rdma_create_event_channel();
 	if (!p->ch || rdma_migrate_id(p->id, p->ch) || fz_qp(f) ||
@@ -1129,6 +1164,7 @@ out:
 		return -1;
 	}
 	f->s = c.fd;
+	f->wseq = pd[1] & FZ_F_WSEQ;
 	return 0;
 }
 

@@ -61,6 +61,14 @@
  * ring.ack:   a RING_ACK for a RING the module never sent: EPROTO.
  * ring.unasked: a RING from a peer that did not negotiate it: EPROTO.
  *
+ * Numbered writes (bit 31 of the immediate alternates, CM flag 0x02):
+ * wseq.numbered: the REP echoes the flag; the peer's numbered writes are
+ *             read in order, and the module's own writes alternate.
+ * wseq.twice: the same write run twice in a row, as rxe's go-back-N slip
+ *             can (docs/lossy-links.md): EPROTO, and recv() never
+ *             returns the second copy's claim (bytes nobody wrote there).
+ * wseq.unasked: bit 31 set by a peer that did not negotiate it: EPROTO.
+ *
  * Half-open: peers that send their REQ and never complete the handshake
  * (they never read the REP, so no RTU goes out; the CM gives up after
  * tens of seconds) fill the listener's backlog but hold no ring memory
@@ -746,15 +754,22 @@ FIXTURE_VARIANT_ADD(ring, odd) { .what = RING_ODD };
 FIXTURE_VARIANT_ADD(ring, ack) { .what = RING_ACK };
 FIXTURE_VARIANT_ADD(ring, unasked) { .what = RING_UNASKED };
 
-/* The peer connects, with RING unless unasked, and gives its SETUP. */
+/* The peer connects with CM flags, and gives its SETUP. */
+static void peer_accept_setup(struct __test_metadata *_metadata, int *lfd,
+			      int *s, struct peer *p, uint8_t flags)
+{
+	peer_accept_flags(_metadata, lfd, s, p, flags);
+	if (*s >= 0) {
+		ASSERT_EQ(0, peer_send_setup(p));
+		ASSERT_EQ(0, rs_set_timeo(*s, SO_RCVTIMEO, 3000));
+	}
+}
+
+/* With RING unless unasked. */
 FIXTURE_SETUP(ring)
 {
-	peer_accept_flags(_metadata, &self->lfd, &self->s, &self->p,
+	peer_accept_setup(_metadata, &self->lfd, &self->s, &self->p,
 			  variant->what == RING_UNASKED ? 0 : 0x01);
-	if (self->s >= 0) {
-		ASSERT_EQ(0, peer_send_setup(&self->p));
-		ASSERT_EQ(0, rs_set_timeo(self->s, SO_RCVTIMEO, 3000));
-	}
 }
 
 FIXTURE_TEARDOWN(ring)
@@ -762,8 +777,8 @@ FIXTURE_TEARDOWN(ring)
 	peer_release(self->lfd, self->s, &self->p);
 }
 
-/* The module's next WRITE WITH IMMEDIATE into our buffer: its length. */
-static int ring_write_len(struct peer *p)
+/* The module's next WRITE WITH IMMEDIATE into our buffer: its immediate. */
+static int64_t peer_next_imm(struct peer *p)
 {
 	struct ibv_wc wc;
 
@@ -771,8 +786,16 @@ static int ring_write_len(struct peer *p)
 		if (cq_wait(p, &wc, 10000) != IBV_WC_SUCCESS)
 			return -1;
 		if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM)
-			return ntohl(wc.imm_data) & 0xffffff;
+			return ntohl(wc.imm_data);
 	}
+}
+
+/* ...and its length. */
+static int ring_write_len(struct peer *p)
+{
+	int64_t imm = peer_next_imm(p);
+
+	return imm < 0 ? -1 : (int)(imm & 0xffffff);
 }
 
 /* A RING: size bytes of target from PEER_RING_OFF on. */
@@ -845,6 +868,119 @@ TEST_F(ring, wire)
 	n = recv(self->s, buf, sizeof(buf), 0);
 	EXPECT_EQ(-1, n);
 	EXPECT_EQ(EPROTO, errno) TH_LOG("recv: %s", strerror(errno));
+}
+
+/* ---- numbered writes ---- */
+
+#define WSEQ_F		0x02
+#define IMM_PARITY	(1U << 31)
+
+enum wseq_case { WSEQ_NUMBERED, WSEQ_TWICE, WSEQ_UNASKED };
+
+FIXTURE(wseq)
+{
+	int lfd;
+	int s;
+	struct peer p;
+};
+
+FIXTURE_VARIANT(wseq)
+{
+	enum wseq_case what;
+};
+
+FIXTURE_VARIANT_ADD(wseq, numbered) { .what = WSEQ_NUMBERED };
+FIXTURE_VARIANT_ADD(wseq, twice) { .what = WSEQ_TWICE };
+FIXTURE_VARIANT_ADD(wseq, unasked) { .what = WSEQ_UNASKED };
+
+FIXTURE_SETUP(wseq)
+{
+	peer_accept_setup(_metadata, &self->lfd, &self->s, &self->p,
+			  variant->what == WSEQ_UNASKED ? 0 : WSEQ_F);
+}
+
+FIXTURE_TEARDOWN(wseq)
+{
+	peer_release(self->lfd, self->s, &self->p);
+}
+
+/* "hello" at off of the module's stream buffer, with immediate imm. */
+static int wseq_write(struct peer *p, uint32_t off, uint32_t imm)
+{
+	struct ibv_wc wc;
+
+	if (peer_post(p, IBV_WR_RDMA_WRITE_WITH_IMM, p->addr + off, p->rkey,
+		      5, imm))
+		return -1;
+	return cq_wait(p, &wc, 10000);
+}
+
+static void wseq_numbered(struct __test_metadata *_metadata, int s,
+			  struct peer *p)
+{
+	char buf[16];
+	int64_t imm;
+	int i;
+
+	EXPECT_EQ(WSEQ_F, p->rep_flags);
+	ASSERT_EQ(IBV_WC_SUCCESS, wseq_write(p, 0, 5));
+	ASSERT_EQ(IBV_WC_SUCCESS, wseq_write(p, 5, 5 | IMM_PARITY));
+	ASSERT_EQ(IBV_WC_SUCCESS, wseq_write(p, 10, 5));
+	ASSERT_EQ(15, rs_recv_all(s, buf, 15, 0))
+		TH_LOG("recv: %s", strerror(errno));
+	EXPECT_EQ(0, memcmp(buf, "hellohellohello", 15));
+	/* one send, one write: their parity bits alternate from 0 */
+	for (i = 0; i < 4; i++) {
+		ASSERT_EQ(1, send(s, "x", 1, 0));
+		imm = peer_next_imm(p);
+		ASSERT_LE(0, imm) TH_LOG("no write %d from the module", i);
+		EXPECT_EQ(1, imm & 0xffffff);
+		EXPECT_EQ(i & 1 ? IMM_PARITY : 0, imm & IMM_PARITY)
+			TH_LOG("write %d: immediate %#llx", i, (long long)imm);
+	}
+}
+
+/* A write run twice: the second copy is refused, never read. */
+static void wseq_twice(struct __test_metadata *_metadata, int s,
+		       struct peer *p)
+{
+	char buf[16];
+	ssize_t n;
+
+	EXPECT_EQ(WSEQ_F, p->rep_flags);
+	ASSERT_EQ(IBV_WC_SUCCESS, wseq_write(p, 0, 5));
+	ASSERT_EQ(IBV_WC_SUCCESS, wseq_write(p, 0, 5));
+	n = recv(s, buf, sizeof(buf), 0);
+	if (n == 5) {
+		EXPECT_EQ(0, memcmp(buf, "hello", 5));
+		n = recv(s, buf, sizeof(buf), 0);
+	}
+	EXPECT_EQ(-1, n) TH_LOG("recv returned %zd bytes", n);
+	EXPECT_EQ(EPROTO, errno) TH_LOG("recv: %s", strerror(errno));
+}
+
+TEST_F(wseq, wire)
+{
+	char buf[16];
+	ssize_t n;
+
+	RS_SKIP_TCP("speaks the rdmastream wire protocol");
+	switch (variant->what) {
+	case WSEQ_NUMBERED:
+		wseq_numbered(_metadata, self->s, &self->p);
+		return;
+	case WSEQ_TWICE:
+		wseq_twice(_metadata, self->s, &self->p);
+		return;
+	case WSEQ_UNASKED:
+		EXPECT_EQ(0, self->p.rep_flags);
+		ASSERT_EQ(IBV_WC_SUCCESS,
+			  wseq_write(&self->p, 0, 5 | IMM_PARITY));
+		n = recv(self->s, buf, sizeof(buf), 0);
+		EXPECT_EQ(-1, n) TH_LOG("recv returned %zd bytes", n);
+		EXPECT_EQ(EPROTO, errno) TH_LOG("recv: %s", strerror(errno));
+		return;
+	}
 }
 
 TEST_HARNESS_MAIN

@@ -492,7 +492,52 @@ static int test_imm(void)
 	if (!CHECK(len == 1 && cr == 0, "small"))
 		return -1;
 	if (!CHECK(!(rs_imm_encode(RS_IMM_LEN_MASK, RS_IMM_CREDIT_MAX) &
-		RS_IMM_DIRECT), "direct bit stays clear"))
+		RS_IMM_PARITY), "parity bit stays clear"))
+		return -1;
+	return 0;
+}
+
+/* Numbered writes: each one's parity differs from the one before. */
+static int test_imm_parity(void)
+{
+	struct rs_flow tx, rx;
+	u32 imm[4], len, cr;
+	int i;
+
+	rs_flow_init(&tx, 1 << 16, 1 << 16, 8, 1 << 14);
+	rs_flow_init(&rx, 1 << 16, 1 << 16, 8, 1 << 14);
+	/* not negotiated: the bit is never set, and refused when it is */
+	for (i = 0; i < 3; i++)
+		if (!CHECK(rs_flow_imm_ok(&rx, rs_flow_imm(&tx, 100, 3)),
+			   "plain write accepted"))
+			return -1;
+	if (!CHECK(!rs_flow_imm_ok(&rx, 100 | RS_IMM_PARITY), "reserved bit"))
+		return -1;
+	rs_flow_init(&tx, 1 << 16, 1 << 16, 8, 1 << 14);
+	rs_flow_init(&rx, 1 << 16, 1 << 16, 8, 1 << 14);
+	tx.wseq = true;
+	rx.wseq = true;
+	for (i = 0; i < 4; i++)
+		imm[i] = rs_flow_imm(&tx, 4096, RS_IMM_CREDIT_MAX);
+	rs_imm_decode(imm[1], &len, &cr);
+	if (!CHECK(len == 4096 && cr == RS_IMM_CREDIT_MAX, "fields kept"))
+		return -1;
+	if (!CHECK(!(imm[0] & RS_IMM_PARITY) && (imm[1] & RS_IMM_PARITY) &&
+		   !(imm[2] & RS_IMM_PARITY), "alternating"))
+		return -1;
+	if (!CHECK(rs_flow_imm_ok(&rx, imm[0]) && rs_flow_imm_ok(&rx, imm[1]),
+		   "in order"))
+		return -1;
+	/* imm[1] run a second time: its number is the one before imm[2]'s */
+	if (!CHECK(!rs_flow_imm_ok(&rx, imm[1]), "a write run twice"))
+		return -1;
+	if (!CHECK(rs_flow_imm_ok(&rx, imm[2]), "the next one still fits"))
+		return -1;
+	/* a write skipped (imm[3] lost): imm[0]'s successor cannot pass */
+	rs_flow_init(&rx, 1 << 16, 1 << 16, 8, 1 << 14);
+	rx.wseq = true;
+	if (!CHECK(rs_flow_imm_ok(&rx, imm[0]) && !rs_flow_imm_ok(&rx, imm[2]),
+		   "a write skipped"))
 		return -1;
 	return 0;
 }
@@ -793,6 +838,7 @@ int main(int argc, char **argv)
 	} tests[] = {
 		{ "ring_size", test_ring_size },
 		{ "imm", test_imm },
+		{ "imm_parity", test_imm_parity },
 		{ "credits", test_credits },
 		{ "window", test_window },
 		{ "cap", test_cap },

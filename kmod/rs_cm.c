@@ -229,6 +229,11 @@ static void rs_child_established(struct rs_sock *rs)
  * the netdev's MTU with the RoCE headers (iboe_get_mtu()), for
  * RDMASTREAM_INFO (docs/lossy-links.md, MTU).
  */
+static unsigned int rs_write_pkts = RS_WRITE_PKTS_DEFAULT;
+module_param_named(write_pkts, rs_write_pkts, uint, 0644);
+MODULE_PARM_DESC(write_pkts,
+		 "largest indirect write to another host over rxe, in packets (default 8 before 6.10, 0: no limit, from 6.10)");
+
 static void rs_path_mtu(struct rs_sock *rs)
 {
 	struct ib_qp_init_attr init;
@@ -240,6 +245,22 @@ static void rs_path_mtu(struct rs_sock *rs)
 	mtu = ib_mtu_enum_to_int(attr.path_mtu);
 	if (mtu > 0)
 		rs->path_mtu = mtu;
+}
+
+/*
+ * Writes of at most write_pkts packets to another host over rxe. rxe's
+ * completer ignores a NAK while it goes back N until an ACK comes, and
+ * asks for one only at the end of a message or every 65 packets: a
+ * second loss inside a long write's retransmission waits out the ack
+ * timeout (268 ms before 6.10). Short writes bring an ACK every few
+ * packets (docs/lossy-links.md, "Short writes"). Under rs->lock.
+ */
+static void rs_write_cap_set(struct rs_sock *rs)
+{
+	u32 pkts = READ_ONCE(rs_write_pkts);
+
+	if (rs->budgeted && pkts && rs->path_mtu)
+		rs->flow.write_cap = pkts * rs->path_mtu;
 }
 
 static void rs_established(struct rs_sock *rs, struct rdma_cm_id *id)
@@ -257,6 +278,7 @@ static void rs_established(struct rs_sock *rs, struct rdma_cm_id *id)
 	spin_lock_bh(&rs->lock);
 	rs->flow.ring_ok = rs->peer_ring;
 	rs->flow.wseq = rs->peer_wseq;
+	rs_write_cap_set(rs);
 	rs->established = true;
 	rs_set_state(sk, TCP_ESTABLISHED);
 	spin_unlock_bh(&rs->lock);

@@ -114,6 +114,8 @@ bool rs_flow_next_chunk(const struct rs_flow *f, struct rs_chunk *c)
 	c->local_off = (u32)f->tx_sent & (f->tx_size - 1);
 	len = rs_min(unsent, space);
 	len = rs_min(len, f->max_chunk);
+	if (f->write_cap)
+		len = rs_min(len, f->write_cap);
 	len = rs_min(len, f->peer_size - c->remote_off);
 	if (f->tx_cap)
 		len = rs_min(len, f->tx_cap - (u32)(f->tx_sent - f->tx_done));

@@ -83,6 +83,9 @@ struct rs_flow {
 	u32 tx_cap;		/* bytes in flight at most (0: no cap), the
 				 * share of a device-wide budget (rs_budget.c)
 				 */
+	u32 write_cap;		/* bytes per indirect write at most, 0: no
+				 * cap (rs_cm.c, rs_write_cap_set())
+				 */
 	u32 tx_writes;		/* indirect writes posted (RS_IMM_PARITY) */
 	u32 rx_writes;		/* indirect writes received */
 	/* receiving side */

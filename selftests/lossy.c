@@ -715,6 +715,7 @@ static void lossy_check_rto(struct __test_metadata *_metadata, int fd,
 {
 	struct rdmastream_info info;
 	socklen_t len = sizeof(info);
+	long long pkts;
 
 	ASSERT_EQ(0, getsockopt(fd, SOL_RDMASTREAM, RDMASTREAM_INFO, &info,
 				&len));
@@ -757,6 +758,18 @@ static void lossy_check_rto(struct __test_metadata *_metadata, int fd,
 			  info.rsi_rx_ring : info.rsi_peer_ring)
 			TH_LOG("neither stream buffer grew to SO_RCVBUF's size");
 	}
+	/*
+	 * to another host over rxe no indirect write is longer than
+	 * write_pkts packets (rs_cm.c), so that a go-back-N gets an ACK
+	 * every few packets; checked on average
+	 */
+	pkts = rs_param_get("write_pkts");
+	if (pkts > 0 && !strncmp(rs.rdmadev, "rxe", 3))
+		EXPECT_GE(info.rsi_writes * pkts * info.rsi_path_mtu,
+			  info.rsi_indirect_bytes_sent)
+			TH_LOG("%llu bytes in %llu writes",
+			       (unsigned long long)info.rsi_indirect_bytes_sent,
+			       (unsigned long long)info.rsi_writes);
 	if (v->id == 14)	/* clean: may be the first contact */
 		return;
 	ASSERT_LT(0, info.rsi_base_rtt_us)

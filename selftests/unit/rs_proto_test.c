@@ -643,6 +643,31 @@ static int test_cap(void)
 	return 0;
 }
 
+/* write_cap: no chunk is longer, and the stream still goes in order. */
+static int test_write_cap(void)
+{
+	struct rs_flow f;
+	struct rs_chunk c;
+	u32 n = 0;
+
+	rs_flow_init(&f, 1 << 16, 1 << 16, 64, 1 << 15);
+	rs_flow_set_peer(&f, 1 << 16, 64);
+	f.ready = true;
+	f.tx_head = 40000;
+	f.write_cap = 8 * 1024;
+	while (rs_flow_next(&f, &c) == RS_TX_DATA) {
+		if (!CHECK(c.len <= f.write_cap && c.len > 0, "capped"))
+			return -1;
+		if (!CHECK(c.local_off == (u32)f.tx_sent, "in order"))
+			return -1;
+		rs_flow_chunk_sent(&f, &c);
+		n++;
+	}
+	if (!CHECK(n == 5 && f.tx_sent == 40000, "all of it in 5 writes"))
+		return -1;
+	return 0;
+}
+
 /* When a full send ring grows, and what a resize does to the chunks. */
 static int test_grow(void)
 {
@@ -840,6 +865,7 @@ int main(int argc, char **argv)
 		{ "imm", test_imm },
 		{ "imm_parity", test_imm_parity },
 		{ "credits", test_credits },
+		{ "write_cap", test_write_cap },
 		{ "window", test_window },
 		{ "cap", test_cap },
 		{ "grow", test_grow },

@@ -224,16 +224,16 @@ static void rs_child_established(struct rs_sock *rs)
 	sock_put(psk);
 }
 
+static unsigned int rs_write_pkts = RS_WRITE_PKTS_DEFAULT;
+module_param_named(write_pkts, rs_write_pkts, uint, 0644);
+MODULE_PARM_DESC(write_pkts,
+		 "largest indirect write to another host over rxe, in packets, for connections established from now on (default 8 before 6.10, 0: no limit, from 6.10)");
+
 /*
  * The path MTU rdma_cm gave the QP: for RoCE the largest IB MTU that fits
  * the netdev's MTU with the RoCE headers (iboe_get_mtu()), for
  * RDMASTREAM_INFO (docs/lossy-links.md, MTU).
  */
-static unsigned int rs_write_pkts = RS_WRITE_PKTS_DEFAULT;
-module_param_named(write_pkts, rs_write_pkts, uint, 0644);
-MODULE_PARM_DESC(write_pkts,
-		 "largest indirect write to another host over rxe, in packets (default 8 before 6.10, 0: no limit, from 6.10)");
-
 static void rs_path_mtu(struct rs_sock *rs)
 {
 	struct ib_qp_init_attr init;
@@ -257,9 +257,11 @@ static void rs_path_mtu(struct rs_sock *rs)
  */
 static void rs_write_cap_set(struct rs_sock *rs)
 {
-	u32 pkts = READ_ONCE(rs_write_pkts);
+	u64 pkts = READ_ONCE(rs_write_pkts);
 
-	if (rs->budgeted && pkts && rs->path_mtu)
+	/* a cap of RS_CHUNK_MAX or more caps nothing (and cannot wrap) */
+	if (rs->budgeted && pkts && rs->path_mtu &&
+	    pkts * rs->path_mtu < RS_CHUNK_MAX)
 		rs->flow.write_cap = pkts * rs->path_mtu;
 }
 

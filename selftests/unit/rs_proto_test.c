@@ -533,7 +533,7 @@ static int test_imm_parity(void)
 		return -1;
 	if (!CHECK(rs_flow_imm_ok(&rx, imm[2]), "the next one still fits"))
 		return -1;
-	/* a write skipped (imm[3] lost): imm[0]'s successor cannot pass */
+	/* a write skipped (imm[1] lost): imm[2] cannot follow imm[0] */
 	rs_flow_init(&rx, 1 << 16, 1 << 16, 8, 1 << 14);
 	rx.wseq = true;
 	if (!CHECK(rs_flow_imm_ok(&rx, imm[0]) && !rs_flow_imm_ok(&rx, imm[2]),

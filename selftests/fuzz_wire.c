@@ -978,6 +978,7 @@ static int fz_qp(struct fz *f)
 	qa.recv_cq = p->cq;
 	if (rdma_create_qp(p->id, p->pd, &qa))
 		return -1;
+	p->qp = p->id->qp;	/* peer_close() */
 	/* about 270 ms (7 tries: 2 s): a module that reset us fails our
 	 * sends soon, and a slow (debug) kernel still acks in time
 	 */

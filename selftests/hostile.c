@@ -640,6 +640,61 @@ TEST(pdata_flags)
 	close(lfd);
 }
 
+/*
+ * The RTU held back: an accepted socket's QP waits in RTR until it comes
+ * (docs/design.md, "Who moves the QP"), while its peer, established once
+ * it sent the RTU, may already talk. A CANCEL in that window wants a
+ * CANCEL_ACK, which the module must hold until its SETUP (a post in RTR
+ * fails, and before b0661e9 that reset the new connection). Here the RTU
+ * waits for the CANCEL's acknowledgement and half a second more.
+ */
+FIXTURE(rtu)
+{
+	int unused;
+};
+
+FIXTURE_SETUP(rtu)
+{
+}
+
+FIXTURE_TEARDOWN(rtu)
+{
+}
+
+TEST_F_TIMEOUT(rtu, late_cancel, 120)
+{
+	struct sockaddr_in sin;
+	struct peer p = {};
+	socklen_t len = sizeof(int);
+	int lfd, s, err = -1;
+
+	RS_SKIP_TCP("speaks the rdmastream wire protocol");
+	rs_watchdog(120);
+	lfd = rs_listener(_metadata, &sin);
+	ASSERT_EQ(0, rs_set_timeo(lfd, SO_RCVTIMEO, 10000));
+	p.hold_rtu = true;
+	p.ack_timeout = 16;
+	ASSERT_EQ(0, peer_connect(&p, &sin, 0))
+		TH_LOG("peer: no REP (%s)", rdma_event_str(p.last_event));
+	/* acknowledged by the module's QP in RTR: its handler has it */
+	ASSERT_EQ(0, peer_ctl(&p, T_CANCEL, 0, 0, 1, 0));
+	rs_msleep(500);
+	ASSERT_EQ(0, peer_rtu(&p))
+		TH_LOG("rdma_establish: %s (the module dropped the connection)",
+		       strerror(errno));
+	s = accept(lfd, NULL, NULL);
+	ASSERT_LE(0, s) TH_LOG("accept: %s (the connection was reset)",
+			       strerror(errno));
+	EXPECT_EQ(0, peer_setup(&p)) TH_LOG("no SETUP from the module");
+	EXPECT_NE(NULL, peer_msg(&p, T_CANCEL_ACK, 10000))
+		TH_LOG("no CANCEL_ACK after the SETUP");
+	EXPECT_EQ(0, getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len));
+	EXPECT_EQ(0, err) TH_LOG("SO_ERROR %s", strerror(err));
+	close(s);
+	peer_close(&p);
+	close(lfd);
+}
+
 /* ---- half-open connections ---- */
 
 #define HALF_OPEN	4	/* the listener's backlog, all taken */

@@ -37,7 +37,13 @@ struct peer {
 	uint32_t adv_rkey, adv_len, adv_id;
 	int last_event;		/* of the CM, as cm_wait() saw it */
 	int rep_flags;		/* flags of the module's REP, -1: none seen */
+	struct ibv_qp *qp;	/* rdma_cm's, or our own with hold_rtu */
 	bool half_open;		/* send the REQ only, never complete */
+	/*
+	 * our own QP: peer_connect() returns at the REP, in RTS, and the
+	 * RTU waits for peer_rtu()
+	 */
+	bool hold_rtu;
 	unsigned int nrecv;	/* receives to post: 0 means SLOTS */
 	bool rnr7;		/* ask the module to retry RNR for ever */
 	uint8_t ack_timeout;	/* our QP's ACK timeout exponent (4.096 us
@@ -84,6 +90,17 @@ static inline int cq_wait(struct peer *p, struct ibv_wc *wc, int ms)
 	return -1;
 }
 
+/* hold_rtu: move our own QP as rdma_cm would move its own */
+static inline int peer_qp_move(struct peer *p, enum ibv_qp_state state)
+{
+	struct ibv_qp_attr a = { .qp_state = state };
+	int mask;
+
+	if (rdma_init_qp_attr(p->id, &a, &mask))
+		return -1;
+	return ibv_modify_qp(p->qp, &a, mask);
+}
+
 static inline int peer_connect(struct peer *p, const struct sockaddr_in *sin,
 			uint8_t pdata_flags)
 {
@@ -121,8 +138,16 @@ static inline int peer_connect(struct peer *p, const struct sockaddr_in *sin,
 		return -1;
 	qa.send_cq = p->cq;
 	qa.recv_cq = p->cq;
-	if (rdma_create_qp(p->id, p->pd, &qa))
-		return -1;
+	if (p->hold_rtu) {
+		p->qp = ibv_create_qp(p->pd, &qa);
+		if (!p->qp || peer_qp_move(p, IBV_QPS_INIT))
+			return -1;
+		cp.qp_num = p->qp->qp_num;
+	} else {
+		if (rdma_create_qp(p->id, p->pd, &qa))
+			return -1;
+		p->qp = p->id->qp;
+	}
 	p->mr = ibv_reg_mr(p->pd, p->buf, sizeof(p->buf),
 			   IBV_ACCESS_LOCAL_WRITE);
 	if (!p->mr)
@@ -133,14 +158,25 @@ static inline int peer_connect(struct peer *p, const struct sockaddr_in *sin,
 		sge.lkey = p->mr->lkey;
 		rwr = (struct ibv_recv_wr){ .wr_id = i, .sg_list = &sge,
 					    .num_sge = 1 };
-		if (ibv_post_recv(p->id->qp, &rwr, &bad))
+		if (ibv_post_recv(p->qp, &rwr, &bad))
 			return -1;
 	}
 	p->rep_flags = -1;
-	if (rdma_connect(p->id, &cp) ||
-	    (!p->half_open && cm_wait(p, RDMA_CM_EVENT_ESTABLISHED)))
+	if (rdma_connect(p->id, &cp))
+		return -1;
+	if (p->hold_rtu)
+		return cm_wait(p, RDMA_CM_EVENT_CONNECT_RESPONSE) ||
+		       peer_qp_move(p, IBV_QPS_RTR) ||
+		       peer_qp_move(p, IBV_QPS_RTS) ? -1 : 0;
+	if (!p->half_open && cm_wait(p, RDMA_CM_EVENT_ESTABLISHED))
 		return -1;
 	return 0;
+}
+
+/* hold_rtu: the RTU at last; the module's side becomes established. */
+static inline int peer_rtu(struct peer *p)
+{
+	return rdma_establish(p->id);
 }
 
 /* The module's first message is SETUP: where its stream buffer is. */
@@ -185,7 +221,7 @@ static inline int peer_post(struct peer *p, enum ibv_wr_opcode op, uint64_t addr
 	else
 		memcpy(src, "hello", 5);
 	wr.imm_data = htonl(imm);
-	return ibv_post_send(p->id->qp, &wr, &bad);
+	return ibv_post_send(p->qp, &wr, &bad);
 }
 
 static inline uint32_t get32(const unsigned char *m, int off)
@@ -253,7 +289,7 @@ static inline int peer_ctl_send(struct peer *p)
 	}, *bad;
 	struct ibv_wc wc;
 
-	if (ibv_post_send(p->id->qp, &wr, &bad))
+	if (ibv_post_send(p->qp, &wr, &bad))
 		return -1;
 	return cq_wait(p, &wc, 10000) == IBV_WC_SUCCESS ? 0 : -1;
 }
@@ -303,7 +339,7 @@ static inline int peer_write_big(struct peer *p, uint32_t off, uint32_t len,
 
 	memset(src, 'x', len);
 	wr.imm_data = htonl(imm);
-	if (ibv_post_send(p->id->qp, &wr, &bad))
+	if (ibv_post_send(p->qp, &wr, &bad))
 		return -1;
 	return cq_wait(p, &wc, 10000);
 }
@@ -320,10 +356,12 @@ static inline int peer_write_adv(struct peer *p)
 
 static inline void peer_close(struct peer *p)
 {
-	if (p->id && p->id->qp)
+	if (p->id && p->qp)
 		rdma_disconnect(p->id);
 	if (p->id && p->id->qp)
 		rdma_destroy_qp(p->id);
+	else if (p->qp)
+		ibv_destroy_qp(p->qp);
 	if (p->mr)
 		ibv_dereg_mr(p->mr);
 	if (p->tmr)
@@ -399,7 +437,7 @@ static inline int peer_slow_rnr(struct peer *p)
 {
 	struct ibv_qp_attr a = { .min_rnr_timer = 31 };
 
-	return ibv_modify_qp(p->id->qp, &a, IBV_QP_MIN_RNR_TIMER);
+	return ibv_modify_qp(p->qp, &a, IBV_QP_MIN_RNR_TIMER);
 }
 
 #endif /* RS_PEER_H */

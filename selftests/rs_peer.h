@@ -164,8 +164,10 @@ static inline int peer_connect(struct peer *p, const struct sockaddr_in *sin,
 	p->rep_flags = -1;
 	if (rdma_connect(p->id, &cp))
 		return -1;
+	/* INIT again: its access flags come from the REP */
 	if (p->hold_rtu)
 		return cm_wait(p, RDMA_CM_EVENT_CONNECT_RESPONSE) ||
+		       peer_qp_move(p, IBV_QPS_INIT) ||
 		       peer_qp_move(p, IBV_QPS_RTR) ||
 		       peer_qp_move(p, IBV_QPS_RTS) ? -1 : 0;
 	if (!p->half_open && cm_wait(p, RDMA_CM_EVENT_ESTABLISHED))

@@ -61,7 +61,8 @@ static inline int cm_wait(struct peer *p, enum rdma_cm_event_type want)
 	if (rdma_get_cm_event(p->ch, &ev))
 		return -1;
 	p->last_event = ev->event;
-	if (ev->event == RDMA_CM_EVENT_ESTABLISHED &&
+	if ((ev->event == RDMA_CM_EVENT_ESTABLISHED ||
+	     ev->event == RDMA_CM_EVENT_CONNECT_RESPONSE) &&
 	    ev->param.conn.private_data_len >= 2)
 		p->rep_flags =
 			((const uint8_t *)ev->param.conn.private_data)[1];

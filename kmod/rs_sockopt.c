@@ -160,6 +160,7 @@ void rs_info_fill(struct rs_sock *rs, struct rdmastream_info *info)
 	info->rsi_base_rttvar_us = rs->base_rttvar_us;
 	info->rsi_path_mtu = rs->path_mtu;
 	info->rsi_tx_cap = rs->flow.tx_cap;
+	info->rsi_write_cap = rs->flow.write_cap;
 	info->rsi_cap_stalls = rs->stats.cap_stalls;
 	info->rsi_inv_fences = rs->stats.inv_fences;
 	info->rsi_adverts_skipped = RS_LOAD_ONCE(&rs->dlearn.skipped);

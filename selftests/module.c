@@ -514,6 +514,9 @@ TEST_F(acks, ack_timeout)
 	/* rxe loops this pair back: no link queue, no in-flight budget */
 	EXPECT_EQ(0, ci.rsi_tx_cap);
 	EXPECT_EQ(0, si.rsi_tx_cap);
+	/* ...and no cap on its writes' length (write_pkts) */
+	EXPECT_EQ(0, ci.rsi_write_cap);
+	EXPECT_EQ(0, si.rsi_write_cap);
 
 	/* the peer is known now; other floors and first-contact values */
 	ASSERT_EQ(0, rs_param_set("ack_timeout_min", 16));

@@ -36,7 +36,8 @@
 
 #define WIRE_MAGIC	0x657269777372ULL	/* "rswire" */
 
-enum wire_test { WT_STREAM = 1, WT_MULTI, WT_DEATH, WT_STREAM6, WT_MULTI16 };
+enum wire_test { WT_STREAM = 1, WT_MULTI, WT_DEATH, WT_STREAM6, WT_MULTI16,
+		 WT_WCAP };	/* WT_WCAP + round: wire.write_cap */
 
 struct hello {
 	uint64_t magic;
@@ -191,6 +192,8 @@ FIXTURE_SETUP(wire)
 
 /* inflight_max to put back after a test that set it, even if it failed */
 static long long wire_budget_old = -1;
+/* write_pkts, likewise */
+static long long wire_wpkts_old = -1;
 
 FIXTURE_TEARDOWN(wire)
 {
@@ -202,6 +205,10 @@ FIXTURE_TEARDOWN(wire)
 	    rs_param_set("inflight_max", wire_budget_old))
 		TH_LOG("could not put inflight_max back to %lld",
 		       wire_budget_old);
+	if (wire_wpkts_old >= 0 &&
+	    rs_param_set("write_pkts", wire_wpkts_old))
+		TH_LOG("could not put write_pkts back to %lld",
+		       wire_wpkts_old);
 }
 
 /* Set up nconn connections of test t. */
@@ -373,6 +380,57 @@ TEST_F_TIMEOUT(wire, multi16, 900)
 	wire_connect_all(_metadata, &self->c, WT_MULTI16, n);
 	wire_streams(_metadata, &self->c, per / n, true, "multi16");
 	wire_budget(_metadata, &self->c, WIRE_BUDGET, true);
+}
+
+/*
+ * write_pkts (rs_cm.c, rs_write_cap_set()): a connection to another host
+ * over rxe caps its indirect writes at write_pkts packets of its path
+ * MTU, taken when it is established; a cap of 256 KiB (the largest
+ * write) or more caps nothing, and so does a write_pkts whose product
+ * with the MTU passes 2^32 (a u32 product wrapped to one packet before
+ * 117c5cc). Each host sets its own module's write_pkts and checks its
+ * own end, on one connection per round; a byte each way says the peer
+ * has checked too before both close.
+ */
+static void wire_write_cap_round(struct __test_metadata *_metadata,
+				 struct conns *cs, int round,
+				 long long pkts, unsigned int want)
+{
+	struct rdmastream_info i;
+	socklen_t len = sizeof(i);
+	char c = 'w';
+
+	ASSERT_EQ(0, rs_param_set("write_pkts", pkts));
+	wire_connect_all(_metadata, cs, WT_WCAP + round, 1);
+	memset(&i, 0, sizeof(i));
+	ASSERT_EQ(0, getsockopt(cs->fd[0], SOL_RDMASTREAM, RDMASTREAM_INFO,
+				&i, &len));
+	EXPECT_EQ(rs_roce_mtu(), i.rsi_path_mtu);
+	EXPECT_EQ(want, i.rsi_write_cap)
+		TH_LOG("write_pkts %lld, path MTU %u: a cap of %u bytes",
+		       pkts, i.rsi_path_mtu, i.rsi_write_cap);
+	ASSERT_EQ(1, send(cs->fd[0], &c, 1, 0));
+	ASSERT_EQ(1, rs_recv_all(cs->fd[0], &c, 1, 0))
+		TH_LOG("peer's byte: %s", strerror(errno));
+	ASSERT_EQ(0, close(cs->fd[0]));
+	cs->n = 0;
+}
+
+TEST_F_TIMEOUT(wire, write_cap, 300)
+{
+	unsigned int mtu = rs_roce_mtu();
+	bool rxe = rs.rdmadev && !strncmp(rs.rdmadev, "rxe", 3);
+
+	if (rs.tcp)
+		return;
+	wire_wpkts_old = rs_param_get("write_pkts");
+	ASSERT_LE(0, wire_wpkts_old);
+	wire_write_cap_round(_metadata, &self->c, 0, 1, rxe ? mtu : 0);
+	/* 256 KiB exactly: the largest write anyway, no cap */
+	wire_write_cap_round(_metadata, &self->c, 1, (256 << 10) / mtu, 0);
+	/* (2^32 / mtu + 1) * mtu is 2^32 + mtu: mtu in a u32 */
+	wire_write_cap_round(_metadata, &self->c, 2,
+			     (1LL << 32) / mtu + 1, 0);
 }
 
 /* Over IPv6: rdma_cm resolves the peer's 2001:2:: address through rxe0. */

@@ -198,7 +198,10 @@ struct rdmastream_info {
 					 * flight: its share of the module's
 					 * inflight_max, 0: no cap
 					 */
-	__u32	rsi_pad5;
+	__u32	rsi_write_cap;		/* largest indirect write, bytes
+					 * (write_pkts times the path MTU,
+					 * to another host over rxe), 0: none
+					 */
 	__u64	rsi_cap_stalls;		/* pushes stopped by that share */
 	/* peer access, sizes grow only by appending after this point */
 	__u64	rsi_inv_fences;		/* receive buffers taken back by our

@@ -89,7 +89,13 @@
 #define RS_MAX_SGE		16	/* gather entries per direct WRITE */
 #define RS_DIRECT_PAGES		512	/* largest advertised buffer, pages */
 #define RS_CANCEL_TIMEOUT	(10 * HZ)	/* peer silent on a CANCEL */
-#define RS_DIRECT_TIMEOUT	(10 * HZ)	/* a direct transfer's WRs pending */
+/*
+ * A direct transfer's work requests pending with no send completion on
+ * the QP: as long as the silent-peer bound, else a QP that waits out a
+ * queue (a thousand connections over rxe) is ended by a direct transfer
+ * where an indirect one would have kept it.
+ */
+#define RS_DIRECT_TIMEOUT	RS_WEDGE_TIMEOUT
 /*
  * LOCAL_INV pending. rxe runs it only after every earlier work request
  * has completed, so it waits out the retransmissions of a lossy link:
@@ -392,6 +398,7 @@ struct rs_sock {
 	bool dead;			/* no more posting: torn down or dying */
 	bool budgeted;			/* the device takes a budget */
 	bool budget_counted;		/* ...and rs counts in it */
+	bool budget_joined;		/* counted in rs_budget_conns() */
 	bool torn;			/* teardown started */
 	bool settled;			/* teardown chose EOF or an error */
 	bool established;		/* was connected: names are valid */
@@ -846,6 +853,9 @@ void rs_diag_unregister(void);
 
 /* rs_budget.c: bytes in flight to other hosts on rxe */
 bool rs_budget_wanted(struct rs_sock *rs, struct rdma_cm_id *id);
+void rs_budget_join(struct rs_sock *rs);
+void rs_budget_leave(struct rs_sock *rs);
+u32 rs_budget_conns(void);
 void rs_budget_update_locked(struct rs_sock *rs);
 u32 rs_budget_cap(const struct rs_sock *rs);
 bool rs_budget_direct_start(struct rs_sock *rs);

@@ -41,6 +41,8 @@ MODULE_PARM_DESC(inflight_max,
 
 /* connections with bytes in flight on budgeted devices */
 static atomic_t rs_budget_users = ATOMIC_INIT(0);
+/* connections with a transport on budgeted devices, busy or not */
+static atomic_t rs_budget_conns_now = ATOMIC_INIT(0);
 
 /* Is addr one of this host's own (rxe then loops the packets back)? */
 static bool rs_addr_local(struct net *net, const struct sockaddr *sa)
@@ -63,6 +65,34 @@ bool rs_budget_wanted(struct rs_sock *rs, struct rdma_cm_id *id)
 	return id->device->ops.driver_id == RDMA_DRIVER_RXE &&
 	       !rs_addr_local(sock_net(&rs->sk),
 			      (struct sockaddr *)&id->route.addr.dst_addr);
+}
+
+/*
+ * rs's transport exists (rs_transport_create(), after rs->budgeted) or is
+ * gone (rs_transport_destroy()): the count of the host's connections to
+ * other hosts over rxe, from which a new connection takes the floor of
+ * its ack timeout (rs_ack_choose(), rs_rto_load_floor()). Serialised by
+ * the transport's creation and destruction (rs->tlock).
+ */
+void rs_budget_join(struct rs_sock *rs)
+{
+	if (rs->budgeted && !rs->budget_joined) {
+		rs->budget_joined = true;
+		atomic_inc(&rs_budget_conns_now);
+	}
+}
+
+void rs_budget_leave(struct rs_sock *rs)
+{
+	if (rs->budget_joined) {
+		rs->budget_joined = false;
+		atomic_dec(&rs_budget_conns_now);
+	}
+}
+
+u32 rs_budget_conns(void)
+{
+	return max(atomic_read(&rs_budget_conns_now), 0);
 }
 
 /*

@@ -334,6 +334,7 @@ int rs_transport_create(struct rs_sock *rs, struct rdma_cm_id *id)
 	}
 	rs->dev = dev;
 	rs->budgeted = rs_budget_wanted(rs, id);
+	rs_budget_join(rs);
 	rs->transport = true;
 	rs->regs_pending = 1;		/* until rs_reg_done() */
 	rs->pd = ib_alloc_pd(dev, 0);
@@ -490,6 +491,7 @@ void rs_transport_destroy(struct rs_sock *rs, struct rdma_cm_id *id)
 	rs->transport = false;
 	rs_budget_update_locked(rs);	/* no longer counts */
 	spin_unlock_bh(&rs->lock);
+	rs_budget_leave(rs);
 }
 
 /*

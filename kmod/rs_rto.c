@@ -57,6 +57,28 @@ u32 rs_rto_exp(const struct rs_rtt *r, u32 floor, u32 first)
 }
 
 /*
+ * rdma_rxe has no congestion control: every QP sends what is posted, up
+ * to 128 packets, into the one netdev queue of its host. A thousand
+ * connections to another host queue seconds of packets there, and a QP
+ * whose ack timeout is shorter than that queue goes back N on packets
+ * still queued, which lengthens the queue: the connections collapse
+ * (docs/performance.md, "Two VMs, 1000 connections"). The timer is fixed
+ * when the QP reaches RTS, so a new connection takes a floor that covers
+ * the queue its host's connections can build: one exponent more for
+ * each doubling past RS_RTO_LOAD_CONNS, never below the device's floor.
+ */
+u32 rs_rto_load_floor(u32 floor, u32 conns)
+{
+	u32 exp = floor, n = RS_RTO_LOAD_CONNS;
+
+	while (conns > n && exp < RS_RTO_LOAD_EXP_MAX) {
+		exp++;
+		n *= 2;
+	}
+	return exp;
+}
+
+/*
  * The QP does not say whether it had to resend, but a sample longer than
  * its ack timeout waited out the timer, so it did: the sample measures a
  * loss, not the path, and is dropped, as Karn's rule drops a resent

@@ -25,6 +25,14 @@
 /* exponents rdma_set_ack_timeout() takes from us: 1 ms .. 4.3 s */
 #define RS_RTO_EXP_MIN	8
 #define RS_RTO_EXP_MAX	20
+/*
+ * The load floor (rs_rto_load_floor()): up to RS_RTO_LOAD_CONNS
+ * connections over a device without congestion control to other hosts,
+ * the device's floor; each doubling beyond, one exponent more (twice the
+ * timeout), up to RS_RTO_LOAD_EXP_MAX (1.07 s).
+ */
+#define RS_RTO_LOAD_CONNS	64
+#define RS_RTO_LOAD_EXP_MAX	18
 /* a round trip sample above this (s) is clamped: a stalled handshake */
 #define RS_RTT_SAMPLE_MAX_US	(10U * 1000 * 1000)
 
@@ -38,6 +46,8 @@ struct rs_rtt {
 void rs_rtt_sample(struct rs_rtt *r, u32 us);
 /* The ack timeout exponent for a QP to a peer with round trip r. */
 u32 rs_rto_exp(const struct rs_rtt *r, u32 floor, u32 first);
+/* The floor for a new QP when the host has conns such connections. */
+u32 rs_rto_load_floor(u32 floor, u32 conns);
 /* 4.096 us << exp, in microseconds (rounded up). */
 u32 rs_rto_exp_us(u32 exp);
 /* Is a sample of us on a QP with ack timeout exp one to drop (Karn)? */

@@ -146,6 +146,20 @@ static bool rs_dev_retries_forever(const struct ib_device *dev)
 }
 
 /*
+ * The floor under a QP's ack timeout where the QP retries for ever: the
+ * module's, raised on a connection to another host over rxe when the
+ * host already has many such (rs_rto_load_floor(): their QPs share one
+ * netdev queue that no congestion control keeps short).
+ */
+static u32 rs_ack_floor(const struct rs_sock *rs)
+{
+	u32 floor = READ_ONCE(rs_ack_min);
+
+	return rs->budgeted ? rs_rto_load_floor(floor, rs_budget_conns()) :
+			      floor;
+}
+
+/*
  * Choose the QP's ack timeout and retry count before connect (active) or
  * accept (passive): req_retry is the retry count of the peer's REQ, which
  * the passive QP takes (-1 on the active side, which chooses it).
@@ -154,7 +168,7 @@ void rs_ack_choose(struct rs_sock *rs, struct rdma_cm_id *id, int req_retry)
 {
 	bool forever = rs_dev_retries_forever(id->device) &&
 		       (req_retry < 0 || req_retry == 7);
-	u32 floor = forever ? READ_ONCE(rs_ack_min) : RS_ACK_TIMEOUT;
+	u32 floor = forever ? rs_ack_floor(rs) : RS_ACK_TIMEOUT;
 	u32 first = forever ? READ_ONCE(rs_ack_first) : RS_ACK_TIMEOUT;
 	struct rs_rtt rtt = {};
 
@@ -197,7 +211,7 @@ void rs_ack_handshake(struct rs_sock *rs, struct rdma_cm_id *id)
 		return;
 	us = div_u64(ktime_get_ns() - rs->req_ns, NSEC_PER_USEC);
 	rs_rtt_sample(&rtt, clamp_t(u64, us, 1, RS_RTT_SAMPLE_MAX_US));
-	exp = rs_rto_exp(&rtt, READ_ONCE(rs_ack_min), rs->ack_exp);
+	exp = rs_rto_exp(&rtt, rs_ack_floor(rs), rs->ack_exp);
 	if (exp >= rs->ack_exp)
 		return;
 	rs->ack_exp = exp;

@@ -15,6 +15,9 @@
  *             before 6.10 and an ack timeout below 268 ms, 16 streams
  *             between two VMs set off a spurious go-back-N whose retry
  *             the responder rejects (ERR_LENGTH): every run reset.
+ * write_cap:  write_pkts' cap in bytes, per round one connection.
+ * load_floor: 130 connections: the ack timeout floor rises with their
+ *             number (rxe), and is back once they are gone.
  * peer_death: host 2 connects twice, takes some data, then powers itself
  *             off without closing anything (sysrq, RS_WIRE_DIE). Host 1
  *             keeps sending on one connection and must get an error within
@@ -37,7 +40,8 @@
 #define WIRE_MAGIC	0x657269777372ULL	/* "rswire" */
 
 enum wire_test { WT_STREAM = 1, WT_MULTI, WT_DEATH, WT_STREAM6, WT_MULTI16,
-		 WT_WCAP };	/* WT_WCAP + round: wire.write_cap */
+		 WT_WCAP,	/* WT_WCAP + round: wire.write_cap */
+		 WT_LOAD = WT_WCAP + 3, WT_LOAD_AFTER };
 
 struct hello {
 	uint64_t magic;
@@ -172,7 +176,7 @@ static int wire_accept(struct __test_metadata *_metadata, int lfd,
 /* The connections of a test; fd[i] is connection number i. */
 struct conns {
 	int n;
-	int fd[16];
+	int fd[160];	/* wire.load_floor's WIRE_LOAD */
 };
 
 FIXTURE(wire)
@@ -194,6 +198,8 @@ FIXTURE_SETUP(wire)
 static long long wire_budget_old = -1;
 /* write_pkts, likewise */
 static long long wire_wpkts_old = -1;
+/* ack_timeout_min, after wire.load_floor */
+static long long wire_ackmin_old = -1;
 
 FIXTURE_TEARDOWN(wire)
 {
@@ -209,6 +215,10 @@ FIXTURE_TEARDOWN(wire)
 	    rs_param_set("write_pkts", wire_wpkts_old))
 		TH_LOG("could not put write_pkts back to %lld",
 		       wire_wpkts_old);
+	if (wire_ackmin_old >= 0 &&
+	    rs_param_set("ack_timeout_min", wire_ackmin_old))
+		TH_LOG("could not put ack_timeout_min back to %lld",
+		       wire_ackmin_old);
 }
 
 /* Set up nconn connections of test t. */
@@ -369,7 +379,7 @@ TEST_F_TIMEOUT(wire, multi, 900)
 TEST_F_TIMEOUT(wire, multi16, 900)
 {
 	uint64_t per = rs_env_ulong("RS_WIRE_MB16", 32) * RS_MIB;
-	int n = ARRAY_SIZE(self->c.fd);
+	int n = 16;
 
 	if (!rs.tcp) {
 		/* off by default */
@@ -431,6 +441,99 @@ TEST_F_TIMEOUT(wire, write_cap, 300)
 	/* (2^32 / mtu + 1) * mtu is 2^32 + mtu: mtu in a u32 */
 	wire_write_cap_round(_metadata, &self->c, 2,
 			     (1LL << 32) / mtu + 1, 0);
+}
+
+/*
+ * The ack timeout under load (rs_rto_load_floor(), docs/lossy-links.md,
+ * "Under load"): rxe has no congestion control, so a host's n-th
+ * connection to other hosts takes a floor one exponent higher for each
+ * doubling of n past 64, at most 18. With WIRE_LOAD connections open
+ * and ack_timeout_min at 16 on both hosts (6.1's default: the same
+ * figures on every kernel), each host checks its end of each: the k-th
+ * has at least 268 ms up to 64, 536 ms up to 128, 1.07 s beyond (more
+ * if other connections were still open). Then all close and, once this
+ * host's rings are freed (mem_used 0: every transport is gone), a new
+ * connection has the floor again: the count went back down (one that
+ * leaked would give every later connection the longer timeout).
+ */
+#define WIRE_LOAD	130
+#define WIRE_LOAD_MIN	16
+
+/* the exponent the k-th connection (from 1) must have at least */
+static unsigned int wire_load_exp(int k)
+{
+	unsigned int exp = WIRE_LOAD_MIN;
+	int n;
+
+	for (n = 64; k > n && exp < 18; n *= 2)
+		exp++;
+	return exp;
+}
+
+/* 4.096 us << exp, in us, rounded down */
+static unsigned int wire_exp_us(unsigned int exp)
+{
+	return (unsigned int)((4096ULL << exp) / 1000);
+}
+
+static unsigned int wire_ack_us(struct __test_metadata *_metadata, int fd)
+{
+	struct rdmastream_info i;
+	socklen_t len = sizeof(i);
+
+	memset(&i, 0, sizeof(i));
+	EXPECT_EQ(0, getsockopt(fd, SOL_RDMASTREAM, RDMASTREAM_INFO, &i,
+				&len));
+	EXPECT_EQ(7, i.rsi_retry_count);
+	return i.rsi_ack_timeout_us;
+}
+
+/* wait (at most 60 s) until this host's connections are all torn down */
+static void wire_wait_torn(void)
+{
+	double end = rs_now() + 60;
+
+	while (rs_param_get("mem_used") > 0 && rs_now() < end)
+		rs_msleep(200);
+}
+
+TEST_F_TIMEOUT(wire, load_floor, 300)
+{
+	bool rxe = rs.rdmadev && !strncmp(rs.rdmadev, "rxe", 3);
+	unsigned int us, want, seen[4] = { 0 };
+	int k;
+
+	if (rs.tcp || !rxe)
+		return;
+	wire_ackmin_old = rs_param_get("ack_timeout_min");
+	ASSERT_LE(0, wire_ackmin_old);
+	ASSERT_EQ(0, rs_param_set("ack_timeout_min", WIRE_LOAD_MIN));
+	wire_connect_all(_metadata, &self->c, WT_LOAD, WIRE_LOAD);
+	for (k = 1; k <= WIRE_LOAD; k++) {
+		us = wire_ack_us(_metadata, self->c.fd[k - 1]);
+		want = wire_exp_us(wire_load_exp(k));
+		EXPECT_LE(want, us)
+			TH_LOG("connection %d of %d: ack timeout %u us", k,
+			       WIRE_LOAD, us);
+		seen[(k > 1) + (k > 64) + (k > 128)] = us;
+		if (us < want)
+			break;	/* one is enough to say so */
+	}
+	/* the last ones: the longest there is, 1.07 s */
+	EXPECT_EQ(18, wire_load_exp(WIRE_LOAD));
+	for (k = 0; k < WIRE_LOAD; k++)
+		close(self->c.fd[k]);
+	self->c.n = 0;
+	wire_wait_torn();
+	wire_connect_all(_metadata, &self->c, WT_LOAD_AFTER, 1);
+	us = wire_ack_us(_metadata, self->c.fd[0]);
+	EXPECT_GT(wire_exp_us(WIRE_LOAD_MIN + 1), us)
+		TH_LOG("a connection after the %d closed: ack timeout %u us",
+		       WIRE_LOAD, us);
+	rs_info("wire.load_floor: host %d, ack timeout of connection 1, 64, 128, 130: %u, %u, %u, %u us; after all closed %u us",
+		rs.host, seen[0], seen[1], seen[2], seen[3], us);
+	close(self->c.fd[0]);
+	self->c.n = 0;
 }
 
 /* Over IPv6: rdma_cm resolves the peer's 2001:2:: address through rxe0. */

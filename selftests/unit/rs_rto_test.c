@@ -133,6 +133,38 @@ static void test_karn(void)
 	CHECK(!rs_rtt_resent(&r, 5000 * MS, 0), "no timeout yet");
 }
 
+/*
+ * The load floor: the device's floor up to RS_RTO_LOAD_CONNS connections
+ * to other hosts, one exponent per doubling past it, at most 18 (1.07 s,
+ * which stopped the two-VM 1000-connection collapse); a floor already
+ * above that stays.
+ */
+static void test_load_floor(void)
+{
+	static const struct { u32 floor, conns, want; } c[] = {
+		{ 16, 0, 16 }, { 16, 1, 16 }, { 16, 64, 16 }, { 16, 65, 17 },
+		{ 16, 128, 17 }, { 16, 129, 18 }, { 16, 1000, 18 },
+		{ 16, 0xffffffffU, 18 }, { 14, 64, 14 }, { 14, 65, 15 },
+		{ 14, 256, 16 }, { 14, 512, 17 }, { 14, 513, 18 },
+		{ 14, 1000, 18 }, { 8, 0xffffffffU, 18 }, { 19, 1000, 19 },
+		{ 18, 1000, 18 },
+	};
+	u32 i, got;
+
+	for (i = 0; i < ARRAY_SIZE(c); i++) {
+		got = rs_rto_load_floor(c[i].floor, c[i].conns);
+		CHECK(got == c[i].want, "floor %u, %u conns: %u, want %u",
+		      c[i].floor, c[i].conns, got, c[i].want);
+	}
+	/* what a new peer then gets: the load floor over ack_timeout_first */
+	{
+		struct rs_rtt r = { 0 };
+
+		got = rs_rto_exp(&r, rs_rto_load_floor(16, 1000), 16);
+		CHECK(got == 18, "first contact under load %u", got);
+	}
+}
+
 int main(void)
 {
 	static const struct unit_test tests[] = {
@@ -143,6 +175,7 @@ int main(void)
 		{ "random_cover", test_random_cover },
 		{ "exp_us", test_exp_us },
 		{ "karn", test_karn },
+		{ "load_floor", test_load_floor },
 	};
 
 	return unit_run(tests, ARRAY_SIZE(tests));

@@ -398,7 +398,7 @@ struct rs_sock {
 	bool dead;			/* no more posting: torn down or dying */
 	bool budgeted;			/* the device takes a budget */
 	bool budget_counted;		/* ...and rs counts in it */
-	bool budget_joined;		/* counted in rs_budget_conns() */
+	bool budget_joined;		/* in rs_budget_conns(); tlock */
 	bool torn;			/* teardown started */
 	bool settled;			/* teardown chose EOF or an error */
 	bool established;		/* was connected: names are valid */
@@ -577,6 +577,7 @@ void rs_sock_setup(struct sock *sk, struct socket *sock);
 struct sock *rs_sock_alloc(struct net *net, const struct sock *like,
 			   struct socket *sock, int kern);
 void rs_conn_reset(struct rs_sock *rs);
+int rs_param_ignore(const char *val, const struct kernel_param *kp);
 void rs_sk_inherit(struct sock *sk, const struct sock *lsk);
 void rs_wake(struct sock *sk, __poll_t mask);
 /* what writers wait for, in a wake-up's key */

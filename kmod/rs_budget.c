@@ -92,8 +92,24 @@ void rs_budget_leave(struct rs_sock *rs)
 
 u32 rs_budget_conns(void)
 {
-	return max(atomic_read(&rs_budget_conns_now), 0);
+	int n = atomic_read(&rs_budget_conns_now);
+
+	return WARN_ON_ONCE(n < 0) ? 0 : n;
 }
+
+static int rs_budget_conns_get(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%u\n", rs_budget_conns());
+}
+
+static const struct kernel_param_ops rs_budget_conns_ops = {
+	.set = rs_param_ignore,	/* given at load: ignored (rs_main.c) */
+	.get = rs_budget_conns_get,
+};
+
+module_param_cb(remote_conns, &rs_budget_conns_ops, NULL, 0444);
+MODULE_PARM_DESC(remote_conns,
+		 "connections to other hosts over rxe now, which raise a new one's ack timeout floor (read-only)");
 
 /*
  * Count rs among the users while it has bytes in flight. Under rs->lock,

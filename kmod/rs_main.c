@@ -150,8 +150,9 @@ atomic_long_t rs_mem_used = ATOMIC_LONG_INIT(0);
 /*
  * The counters below are read-only (0444), but a reload with the current
  * parameters (as selftests/module.c does) passes them too: ignore them.
+ * A read-only parameter without a set op would oops parse_args() at load.
  */
-static int rs_param_ignore(const char *val, const struct kernel_param *kp)
+int rs_param_ignore(const char *val, const struct kernel_param *kp)
 {
 	return 0;
 }

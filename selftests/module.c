@@ -418,6 +418,8 @@ static void pair_info(struct __test_metadata *_metadata,
 			break;
 		rs_msleep(10);
 	} while (rs_now() < end);
+	/* a pair within the host is no connection to another host */
+	EXPECT_EQ(0, rs_param_get("remote_conns"));
 	close(cfd);
 	close(sfd);
 	rs_info("ack timeout %u/%u us, retry %u/%u, round trip %u/%u us, cached %u+-%u/%u+-%u us",

@@ -41,7 +41,7 @@
 
 enum wire_test { WT_STREAM = 1, WT_MULTI, WT_DEATH, WT_STREAM6, WT_MULTI16,
 		 WT_WCAP,	/* WT_WCAP + round: wire.write_cap */
-		 WT_LOAD = WT_WCAP + 3, WT_LOAD_AFTER };
+		 WT_LOAD = WT_WCAP + 3 /* its rounds */, WT_LOAD_AFTER };
 
 struct hello {
 	uint64_t magic;
@@ -451,10 +451,10 @@ TEST_F_TIMEOUT(wire, write_cap, 300)
  * and ack_timeout_min at 16 on both hosts (6.1's default: the same
  * figures on every kernel), each host checks its end of each: the k-th
  * has at least 268 ms up to 64, 536 ms up to 128, 1.07 s beyond (more
- * if other connections were still open). Then all close and, once this
- * host's rings are freed (mem_used 0: every transport is gone), a new
- * connection has the floor again: the count went back down (one that
- * leaked would give every later connection the longer timeout).
+ * if other connections were still open). Then all close, the host's
+ * count (module parameter remote_conns) goes back to 0 once every
+ * transport is gone, and a new connection has the floor again (a count
+ * that leaked would give every later connection the longer timeout).
  */
 #define WIRE_LOAD	130
 #define WIRE_LOAD_MIN	16
@@ -488,13 +488,40 @@ static unsigned int wire_ack_us(struct __test_metadata *_metadata, int fd)
 	return i.rsi_ack_timeout_us;
 }
 
+/*
+ * A byte each way on every connection of cs: all are alive (a dead one
+ * is named with its error, the first three of them). Returns how many
+ * failed.
+ */
+static int wire_ping_all(struct __test_metadata *_metadata,
+			 struct conns *cs)
+{
+	int k, bad = 0;
+	char c = 'p';
+
+	for (k = 0; k < cs->n; k++)
+		if (send(cs->fd[k], &c, 1, 0) != 1 && ++bad <= 3)
+			TH_LOG("connection %d: send: %s", k + 1,
+			       strerror(errno));
+	for (k = 0; k < cs->n; k++) {
+		rs_set_timeo(cs->fd[k], SO_RCVTIMEO, 30000);
+		if (rs_recv_all(cs->fd[k], &c, 1, 0) != 1 && ++bad <= 3)
+			TH_LOG("connection %d: recv: %s", k + 1,
+			       errno ? strerror(errno) : "EOF");
+	}
+	EXPECT_EQ(0, bad);
+	return bad;
+}
+
 /* wait (at most 60 s) until this host's connections are all torn down */
-static void wire_wait_torn(void)
+static void wire_wait_torn(struct __test_metadata *_metadata)
 {
 	double end = rs_now() + 60;
 
-	while (rs_param_get("mem_used") > 0 && rs_now() < end)
+	while (rs_param_get("remote_conns") > 0 && rs_now() < end)
 		rs_msleep(200);
+	EXPECT_EQ(0, rs_param_get("remote_conns"))
+		TH_LOG("connections to the other host still counted 60 s after all closed");
 }
 
 TEST_F_TIMEOUT(wire, load_floor, 300)
@@ -509,6 +536,9 @@ TEST_F_TIMEOUT(wire, load_floor, 300)
 	ASSERT_LE(0, wire_ackmin_old);
 	ASSERT_EQ(0, rs_param_set("ack_timeout_min", WIRE_LOAD_MIN));
 	wire_connect_all(_metadata, &self->c, WT_LOAD, WIRE_LOAD);
+	/* all alive, and every end counts (an earlier test's may too) */
+	wire_ping_all(_metadata, &self->c);
+	EXPECT_LE(WIRE_LOAD, rs_param_get("remote_conns"));
 	for (k = 1; k <= WIRE_LOAD; k++) {
 		us = wire_ack_us(_metadata, self->c.fd[k - 1]);
 		want = wire_exp_us(wire_load_exp(k));
@@ -521,10 +551,15 @@ TEST_F_TIMEOUT(wire, load_floor, 300)
 	}
 	/* the last ones: the longest there is, 1.07 s */
 	EXPECT_EQ(18, wire_load_exp(WIRE_LOAD));
+	/*
+	 * both hosts are done looking before either closes: a peer's close
+	 * tears the transport down, and the count with it
+	 */
+	wire_ping_all(_metadata, &self->c);
 	for (k = 0; k < WIRE_LOAD; k++)
 		close(self->c.fd[k]);
 	self->c.n = 0;
-	wire_wait_torn();
+	wire_wait_torn(_metadata);
 	wire_connect_all(_metadata, &self->c, WT_LOAD_AFTER, 1);
 	us = wire_ack_us(_metadata, self->c.fd[0]);
 	EXPECT_GT(wire_exp_us(WIRE_LOAD_MIN + 1), us)

@@ -59,10 +59,10 @@ u32 rs_rto_exp(const struct rs_rtt *r, u32 floor, u32 first)
 /*
  * rdma_rxe has no congestion control: every QP sends what is posted (up
  * to 128 packets unacknowledged, 64 of them in the host's stack) into
- * the one netdev queue of its host. A thousand
- * connections to another host queue seconds of packets there, and a QP
- * whose ack timeout is shorter than that queue goes back N on packets
- * still queued, which lengthens the queue: the connections collapse
+ * the one netdev queue of its host. A thousand connections to another
+ * host queue seconds of packets there, and a QP whose ack timeout is
+ * shorter than that queue goes back N on packets still queued, which
+ * lengthens the queue: the connections collapse
  * (docs/performance.md, "Two VMs, 1000 connections"). The timer is fixed
  * when the QP reaches RTS, so a new connection takes a floor that covers
  * the queue its host's connections can build: one exponent more for

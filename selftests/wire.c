@@ -497,6 +497,7 @@ static int wire_ping_all(struct __test_metadata *_metadata,
 			 struct conns *cs)
 {
 	int k, bad = 0;
+	ssize_t n;
 	char c = 'p';
 
 	for (k = 0; k < cs->n; k++)
@@ -505,9 +506,10 @@ static int wire_ping_all(struct __test_metadata *_metadata,
 			       strerror(errno));
 	for (k = 0; k < cs->n; k++) {
 		rs_set_timeo(cs->fd[k], SO_RCVTIMEO, 30000);
-		if (rs_recv_all(cs->fd[k], &c, 1, 0) != 1 && ++bad <= 3)
+		n = rs_recv_all(cs->fd[k], &c, 1, 0);
+		if (n != 1 && ++bad <= 3)
 			TH_LOG("connection %d: recv: %s", k + 1,
-			       errno ? strerror(errno) : "EOF");
+			       n ? strerror(errno) : "EOF");
 	}
 	EXPECT_EQ(0, bad);
 	return bad;

@@ -169,12 +169,51 @@ static int rs_addr_errno(int status)
 	return status == -ENETUNREACH ? status : -EHOSTUNREACH;
 }
 
+/* An unspecified or loopback address, as a GID (v4-mapped or IPv6). */
+static bool rs_gid_local_only(const union ib_gid *gid)
+{
+	struct in6_addr a;
+
+	memcpy(&a, gid->raw, sizeof(a));
+	if (ipv6_addr_v4mapped(&a))
+		return ipv4_is_zeronet(a.s6_addr32[3]) ||
+		       ipv4_is_loopback(a.s6_addr32[3]);
+	return ipv6_addr_any(&a) || ipv6_addr_loopback(&a);
+}
+
+/*
+ * May the CM send a REQ on this route? rdma_cm builds the path's GIDs
+ * from the socket's addresses as they are: a socket bound to the host's
+ * IPv6 address that connects to :: or ::1 gets dgid :: or ::1. ib_cm
+ * sends the REQ there from QP1; rxe finds no route out of its netdev,
+ * and one failed send leaves rxe's QP1 unable to receive until the link
+ * is added again (docs/kernels.md): no handshake on the device works
+ * after. A source GID like that would do the same to the peer, which
+ * answers to it. Neither leaves the host over RDMA; the fallback (if on)
+ * takes TCP, which can.
+ */
+static bool rs_route_sendable(const struct rdma_cm_id *id)
+{
+	const struct sa_path_rec *path = id->route.path_rec;
+
+	/* iWARP has no path record: its CM is TCP's handshake */
+	if (!path)
+		return true;
+	return !rs_gid_local_only(&path->dgid) &&
+	       !rs_gid_local_only(&path->sgid);
+}
+
 static void rs_route_resolved(struct rs_sock *rs, struct rdma_cm_id *id)
 {
 	struct rdma_conn_param cp;
 	struct rs_cm_pdata p;
 	int ret;
 
+	if (!rs_route_sendable(id)) {
+		if (!rs_fb_cm_fail(rs, NULL, 0))
+			rs_conn_fail(rs, EHOSTUNREACH);
+		return;
+	}
 	ret = rs_transport_create(rs, id);
 	if (!ret) {
 		rs_pdata_fill(&p, rs);

@@ -549,6 +549,131 @@ TEST_F(fb, no_device)
 	rs_system("ip link del rsfb0");
 }
 
+/* ss = txt:port of family; its length. */
+static socklen_t fb_addr(struct sockaddr_storage *ss, int family,
+			 const char *txt, unsigned short port)
+{
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+	struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+
+	memset(ss, 0, sizeof(*ss));
+	if (family == AF_INET) {
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons(port);
+		return inet_pton(AF_INET, txt, &s4->sin_addr) == 1 ?
+		       sizeof(*s4) : 0;
+	}
+	s6->sin6_family = AF_INET6;
+	s6->sin6_port = htons(port);
+	return inet_pton(AF_INET6, txt, &s6->sin6_addr) == 1 ?
+	       sizeof(*s6) : 0;
+}
+
+/* A socket of family bound to own:0, fallback mode set; -1 on error. */
+static int fb_bound(int family, const char *own, int mode)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = fb_addr(&ss, family, own, 0);
+	int fd = family == AF_INET ? rs_socket(0) : rs_socket6(0);
+
+	if (fd < 0)
+		return -1;
+	if (!len || rs_setint(fd, SOL_RDMASTREAM, RDMASTREAM_FALLBACK, mode) ||
+	    bind(fd, (struct sockaddr *)&ss, len)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * This host by an address that is no RDMA address (::, ::1, 0.0.0.0,
+ * 127.0.0.1), from a socket bound to the host's own address: rdma_cm
+ * makes a path to a GID like that, and a REQ sent there left rxe's QP1
+ * deaf until the link was added again (docs/kernels.md: no connection
+ * on the device could be made after). The module refuses that route: the
+ * socket falls back at once and connects over TCP, as TCP would (to a
+ * wildcard listener); with fallback forbidden, EHOSTUNREACH at once.
+ * Then the CM still answers: a connection over RDMA.
+ */
+TEST_F(fb, local_destinations)
+{
+	static const struct { int family; const char *dst; } shapes[] = {
+		{ AF_INET6, "::" }, { AF_INET6, "::1" },
+		{ AF_INET, "0.0.0.0" }, { AF_INET, "127.0.0.1" },
+	};
+	const char *own6 = getenv("RS_ADDR6");
+	char own4[INET_ADDRSTRLEN];
+	struct sockaddr_storage ss;
+	struct sockaddr_in sin;
+	unsigned short port;
+	int lfd, cfd, sfd, ret, err;
+	socklen_t len;
+	unsigned int i;
+	double t0;
+	char c;
+
+	ASSERT_NE(NULL, own6) TH_LOG("RS_ADDR6 not set (the VM sets it)");
+	ASSERT_NE(NULL, inet_ntop(AF_INET, &rs.addr, own4, sizeof(own4)));
+	for (i = 0; i < ARRAY_SIZE(shapes); i++) {
+		int fam = shapes[i].family;
+		const char *own = fam == AF_INET ? own4 : own6;
+
+		/* TCP's listener on the wildcard address */
+		lfd = socket(fam, SOCK_STREAM, IPPROTO_TCP);
+		ASSERT_GE(lfd, 0);
+		len = fb_addr(&ss, fam, fam == AF_INET ? "0.0.0.0" : "::", 0);
+		ASSERT_EQ(0, bind(lfd, (struct sockaddr *)&ss, len));
+		ASSERT_EQ(0, listen(lfd, 4));
+		ASSERT_EQ(0, getsockname(lfd, (struct sockaddr *)&ss, &len));
+		port = ntohs(fam == AF_INET ?
+			     ((struct sockaddr_in *)&ss)->sin_port :
+			     ((struct sockaddr_in6 *)&ss)->sin6_port);
+		len = fb_addr(&ss, fam, shapes[i].dst, port);
+		ASSERT_NE(0, len);
+
+		cfd = fb_bound(fam, own, RDMASTREAM_FALLBACK_AUTO);
+		ASSERT_GE(cfd, 0) TH_LOG("bind to %s: %s", own,
+					 strerror(errno));
+		t0 = rs_now();
+		EXPECT_EQ(0, connect(cfd, (struct sockaddr *)&ss, len))
+			TH_LOG("from %s to %s: %s", own, shapes[i].dst,
+			       strerror(errno));
+		EXPECT_GT(0.9, rs_now() - t0)
+			TH_LOG("from %s to %s: %.1f s (the CM waited)", own,
+			       shapes[i].dst, rs_now() - t0);
+		EXPECT_EQ(RDMASTREAM_FB_NO_DEVICE, fb_reason(cfd))
+			TH_LOG("from %s to %s", own, shapes[i].dst);
+		sfd = rs_accept(_metadata, lfd);
+		EXPECT_EQ(1, send(cfd, "x", 1, 0));
+		EXPECT_EQ(1, recv(sfd, &c, 1, 0));
+		close(sfd);
+		close(cfd);
+		close(lfd);
+
+		cfd = fb_bound(fam, own, RDMASTREAM_FALLBACK_NEVER);
+		ASSERT_GE(cfd, 0);
+		t0 = rs_now();
+		ret = connect(cfd, (struct sockaddr *)&ss, len);
+		err = errno;
+		EXPECT_EQ(-1, ret);
+		EXPECT_EQ(EHOSTUNREACH, err)
+			TH_LOG("from %s to %s, no fallback: %s", own,
+			       shapes[i].dst, strerror(err));
+		EXPECT_GT(0.9, rs_now() - t0);
+		close(cfd);
+	}
+	lfd = rs_listener(_metadata, &sin);
+	cfd = rs_connect(_metadata, &sin);
+	sfd = rs_accept(_metadata, lfd);
+	EXPECT_EQ(RDMASTREAM_FB_NONE, fb_reason(cfd))
+		TH_LOG("the CM no longer answers");
+	fb_both_ways(_metadata, cfd, sfd, 64 << 10);
+	close(cfd);
+	close(sfd);
+	close(lfd);
+}
+
 /*
  * fallback_ms: a peer whose CM never answers (a host without RDMA, here
  * an rdma_cm listener that leaves the request pending) costs fallback_ms,

@@ -18,9 +18,10 @@
  *   partition         100 % loss of host 1's egress (for RC, and TCP,
  *                     a partition both ways: no acknowledgement crosses)
  *                     for RS_LOSSY_PART_SEC (5 s) once host 1 has
- *                     received 1 MiB, then restored: inside the QP's
- *                     retry budget (docs/lossy-links.md), so the streams
- *                     must resume and complete intact
+ *                     received 1 MiB or sent 8 MiB, then restored:
+ *                     inside the QP's retry budget (docs/
+ *                     lossy-links.md), so the streams must resume and
+ *                     complete intact
  *   partition_long    the same until both streams of host 1 ended:
  *                     each must fail with ETIMEDOUT or ECONNRESET (a send
  *                     may see EPIPE after that) within RS_LOSSY_BOUND
@@ -569,7 +570,27 @@ static bool lossy_ended(struct rs_xfer *x)
 }
 
 /*
- * Partition: once 1 MiB has arrived, drop everything we send. LP_SHORT
+ * Has the partition's moment come? Host 1 starts it once 1 MiB of host
+ * 2's stream has arrived, or once it has itself handed LOSSY_PART_SENT to
+ * its socket, whichever comes first: one direction can stall for seconds
+ * under TCG while the other runs at full rate (host 1's 96 MiB once all
+ * arrived before it had received its 1 MiB, and the case then cut no
+ * stream of host 2's). Host 2 takes its own 1 MiB as a first guess.
+ */
+#define LOSSY_PART_SENT	(8 * RS_MIB)
+
+static bool lossy_part_due(const struct rs_xfer *x)
+{
+	if (x[1].err || x[1].mismatch || x[1].short_eof)
+		return true;
+	if (__atomic_load_n(&x[1].done, __ATOMIC_RELAXED) >= RS_MIB)
+		return true;
+	return rs.host == 1 &&
+	       __atomic_load_n(&x[0].done, __ATOMIC_RELAXED) >= LOSSY_PART_SENT;
+}
+
+/*
+ * Partition: once lossy_part_due(), drop everything we send. LP_SHORT
  * lifts it after RS_LOSSY_PART_SEC; LP_LONG when both transfers ended or
  * the bound passed. Returns when the partition started; *joined tells
  * which transfers this already joined.
@@ -593,8 +614,7 @@ static double lossy_partition(struct __test_metadata *_metadata,
 
 	if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp))
 		setpriority(PRIO_PROCESS, syscall(SYS_gettid), -10);
-	while (__atomic_load_n(&x[1].done, __ATOMIC_RELAXED) < RS_MIB &&
-	       !x[1].err && !x[1].mismatch && !x[1].short_eof)
+	while (!lossy_part_due(x))
 		rs_msleep(2);
 	t0 = rs_now();
 	/*

@@ -100,9 +100,10 @@
  * LOCAL_INV pending. rxe runs it only after every earlier work request
  * has completed, so it waits out the retransmissions of a lossy link:
  * the bound must cover the QP's retry budget (RS_WEDGE_TIMEOUT), else a
- * link that would recover (a 5 s partition) resets the connection.
+ * link that would recover (a 5 s partition), or a queue that the
+ * watchdog would wait out, resets the connection from the receive side.
  */
-#define RS_INV_TIMEOUT		(12 * HZ)
+#define RS_INV_TIMEOUT		RS_WEDGE_TIMEOUT
 #define RS_DRAIN_TIMEOUT	(5 * HZ)	/* a fenced caller's wait */
 /* LOCAL_INV late: kick the QP after this, then every RS_QP_QUIET */
 #define RS_INV_KICK		(HZ / 10)

@@ -9,6 +9,7 @@
 #include <asm/ioctls.h>
 #include <linux/memcontrol.h>
 #include <net/ipv6.h>
+#include <net/route.h>
 #include <net/tcp_states.h>
 
 #include "rs.h"
@@ -335,6 +336,32 @@ static bool rs_any_addr(const struct sockaddr *addr)
 	if (addr->sa_family == AF_INET6)
 		return ipv6_addr_any(&((struct sockaddr_in6 *)addr)->sin6_addr);
 	return ((struct sockaddr_in *)addr)->sin_addr.s_addr == INADDR_ANY;
+}
+
+/*
+ * connect() to a multicast or broadcast address: ENETUNREACH at once, as
+ * TCP (tcp_v4_connect() after its route lookup, tcp_v6_connect()). rdma_cm
+ * would resolve it and ib_cm send its REQ there, to every host on the
+ * link: a listener on any of them could answer.
+ */
+static bool rs_dst_unicast(struct sock *sk, const struct sockaddr *addr)
+{
+	struct flowi4 fl4 = { .flowi4_oif = READ_ONCE(sk->sk_bound_dev_if) };
+	struct rtable *rt;
+	bool bcast;
+
+	if (addr->sa_family == AF_INET6)
+		return !ipv6_addr_is_multicast(&((struct sockaddr_in6 *)addr)->sin6_addr);
+	fl4.daddr = ((struct sockaddr_in *)addr)->sin_addr.s_addr;
+	if (ipv4_is_multicast(fl4.daddr) || ipv4_is_lbcast(fl4.daddr))
+		return false;
+	/* a subnet's broadcast address: only the route knows */
+	rt = ip_route_output_key(sock_net(sk), &fl4);
+	if (IS_ERR(rt))
+		return true;	/* resolution reports it */
+	bcast = rt->rt_type == RTN_BROADCAST || rt->rt_type == RTN_MULTICAST;
+	ip_rt_put(rt);
+	return !bcast;
 }
 
 /*
@@ -688,6 +715,9 @@ static int rs_connect(struct socket *sock, struct rs_sockaddr_arg *uaddr,
 	default:
 		err = -EISCONN;
 		if (sk->sk_state != TCP_CLOSE)
+			goto out;
+		err = -ENETUNREACH;
+		if (!rs_dst_unicast(sk, addr))
 			goto out;
 		err = rs_fb_connect_start(rs, addr, 0);
 		if (!err) {

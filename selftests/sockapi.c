@@ -1040,6 +1040,101 @@ TEST_F(connect, wrong_family)
 	close(s);
 }
 
+/* The broadcast address of rs.addr's subnet, or 0 (a /31 or /32). */
+static in_addr_t subnet_bcast(void)
+{
+	struct ifaddrs *ifs, *i;
+	in_addr_t mask, b = 0;
+
+	if (getifaddrs(&ifs))
+		return 0;
+	for (i = ifs; i; i = i->ifa_next) {
+		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET ||
+		    !i->ifa_netmask ||
+		    ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr !=
+		    rs.addr.s_addr)
+			continue;
+		mask = ((struct sockaddr_in *)i->ifa_netmask)->sin_addr.s_addr;
+		if (ntohl(mask) < 0xfffffffe)
+			b = rs.addr.s_addr | ~mask;
+		break;
+	}
+	freeifaddrs(ifs);
+	return b;
+}
+
+/* REQs ib_cm sent on the RDMA device (-1 without one). */
+static long long cm_reqs_sent(void)
+{
+	char path[256];
+
+	if (!rs.rdmadev)
+		return -1;
+	snprintf(path, sizeof(path),
+		 "/sys/class/infiniband/%s/ports/1/cm_tx_msgs/req", rs.rdmadev);
+	return rs_read_ll(path);
+}
+
+/*
+ * A multicast or broadcast destination: ENETUNREACH at once, as TCP, and
+ * nothing else happens (the socket connects normally afterwards). Over
+ * RDMA the handshake would otherwise go to every host on the link: no
+ * connection request may leave (until 2026-11-28 one did; a listener of
+ * ours on the port refused it and the fallback's TCP then said
+ * ENETUNREACH, so only the count shows it).
+ */
+/* connect() to sa: ENETUNREACH at once. */
+static void refused_at_once(struct __test_metadata *_metadata, int fd,
+			    const struct sockaddr *sa, socklen_t len,
+			    const char *what)
+{
+	double t0 = rs_now();
+
+	EXPECT_EQ(-1, connect(fd, sa, len));
+	EXPECT_EQ(ENETUNREACH, errno) TH_LOG("%s: %s", what, strerror(errno));
+	EXPECT_GT(0.5, rs_now() - t0) TH_LOG("%s: %.1f s", what,
+					     rs_now() - t0);
+}
+
+TEST_F(connect, not_unicast)
+{
+	static const char * const v4[] = { "224.0.0.1", "239.1.2.3",
+					   "255.255.255.255" };
+	static const char * const v6[] = { "ff02::1", "ff0e::1" };
+	struct sockaddr_in6 sin6 = { .sin6_family = AF_INET6 };
+	struct sockaddr_in sin = self->sin;
+	long long reqs = cm_reqs_sent();
+	unsigned int i;
+	int s;
+
+	for (i = 0; i < ARRAY_SIZE(v4); i++) {
+		ASSERT_EQ(1, inet_pton(AF_INET, v4[i], &sin.sin_addr));
+		refused_at_once(_metadata, self->fd, (struct sockaddr *)&sin,
+				sizeof(sin), v4[i]);
+	}
+	sin.sin_addr.s_addr = subnet_bcast();
+	if (sin.sin_addr.s_addr)
+		refused_at_once(_metadata, self->fd, (struct sockaddr *)&sin,
+				sizeof(sin), "the subnet's broadcast address");
+	s = rs_socket6(0);
+	ASSERT_LE(0, s);
+	sin6.sin6_port = self->sin.sin_port;
+	sin6.sin6_scope_id = rs.netdev ? if_nametoindex(rs.netdev) : 1;
+	for (i = 0; i < ARRAY_SIZE(v6); i++) {
+		ASSERT_EQ(1, inet_pton(AF_INET6, v6[i], &sin6.sin6_addr));
+		refused_at_once(_metadata, s, (struct sockaddr *)&sin6,
+				sizeof(sin6), v6[i]);
+	}
+	close(s);
+	EXPECT_EQ(reqs, cm_reqs_sent())
+		TH_LOG("connection requests went to those addresses");
+	ASSERT_EQ(0, connect(self->fd, (struct sockaddr *)&self->sin,
+			     sizeof(self->sin)));
+	s = rs_accept(_metadata, self->lfd);
+	ping(_metadata, self->fd, s);
+	close(s);
+}
+
 TEST_F(connect, names_unconnected)
 {
 	struct sockaddr_in sin;

@@ -287,6 +287,14 @@ static void rs_fb_drain(struct rs_sock *rs, struct socket *ls)
  * TCP sets sk_err before it calls sk_error_report(), which moves it to
  * us: a poll in between moves it itself, so that the SO_ERROR a POLLERR
  * sends the caller to (sock_getsockopt() on our socket) finds it.
+ *
+ * EPOLLERR is ours alone, from sk_err: TCP's also says so for a non-empty
+ * error queue, which ours does not read (MSG_ERRQUEUE gives our error).
+ * 6.1 queues the ICMP error of a handshake there whatever IP_RECVERR
+ * says, and wakes us, before it sets sk_err and ends the connection: a
+ * poll in between said POLLERR, and the SO_ERROR after it 0, which a
+ * non-blocking connect() takes for success (fb:sockapi's
+ * unreach.nohost_nb, about once in 450 tries under TCG).
  */
 __poll_t rs_fb_poll(struct file *file, struct rs_sock *rs)
 {
@@ -294,7 +302,7 @@ __poll_t rs_fb_poll(struct file *file, struct rs_sock *rs)
 	__poll_t mask;
 	int err;
 
-	mask = fb->ops->poll(file, fb, NULL);
+	mask = fb->ops->poll(file, fb, NULL) & ~EPOLLERR;
 	if (!READ_ONCE(rs->sk.sk_err))
 		rs_fb_move_error(rs, fb->sk);
 	err = READ_ONCE(rs->sk.sk_err);

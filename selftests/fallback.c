@@ -639,7 +639,7 @@ TEST_F(fb, local_destinations)
 		EXPECT_EQ(0, connect(cfd, (struct sockaddr *)&ss, len))
 			TH_LOG("from %s to %s: %s", own, shapes[i].dst,
 			       strerror(errno));
-		EXPECT_GT(0.9, rs_now() - t0)
+		EXPECT_GT(5.0, rs_now() - t0)
 			TH_LOG("from %s to %s: %.1f s (the CM waited)", own,
 			       shapes[i].dst, rs_now() - t0);
 		EXPECT_EQ(RDMASTREAM_FB_NO_DEVICE, fb_reason(cfd))
@@ -660,7 +660,7 @@ TEST_F(fb, local_destinations)
 		EXPECT_EQ(EHOSTUNREACH, err)
 			TH_LOG("from %s to %s, no fallback: %s", own,
 			       shapes[i].dst, strerror(err));
-		EXPECT_GT(0.9, rs_now() - t0);
+		EXPECT_GT(5.0, rs_now() - t0);
 		close(cfd);
 	}
 	lfd = rs_listener(_metadata, &sin);

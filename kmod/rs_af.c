@@ -359,7 +359,7 @@ static bool rs_dst_unicast(struct sock *sk, const struct sockaddr *addr)
 	rt = ip_route_output_key(sock_net(sk), &fl4);
 	if (IS_ERR(rt))
 		return true;	/* resolution reports it */
-	bcast = rt->rt_type == RTN_BROADCAST || rt->rt_type == RTN_MULTICAST;
+	bcast = rt->rt_flags & (RTCF_BROADCAST | RTCF_MULTICAST);
 	ip_rt_put(rt);
 	return !bcast;
 }

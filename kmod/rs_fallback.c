@@ -288,13 +288,15 @@ static void rs_fb_drain(struct rs_sock *rs, struct socket *ls)
  * us: a poll in between moves it itself, so that the SO_ERROR a POLLERR
  * sends the caller to (sock_getsockopt() on our socket) finds it.
  *
- * EPOLLERR is ours alone, from sk_err: TCP's also says so for a non-empty
- * error queue, which ours does not read (MSG_ERRQUEUE gives our error).
- * 6.1 queues the ICMP error of a handshake there whatever IP_RECVERR
- * says, and wakes us, before it sets sk_err and ends the connection: a
- * poll in between said POLLERR, and the SO_ERROR after it 0, which a
- * non-blocking connect() takes for success (fb:sockapi's
- * unreach.nohost_nb, about once in 450 tries under TCG).
+ * Until the connection is up (and once closed), EPOLLERR is ours alone,
+ * from sk_err: TCP's also says so for a non-empty error queue, and TCP
+ * queues the ICMP error of a handshake there whatever IP_RECVERR says,
+ * and wakes us, before it sets sk_err and ends the connection (6.1's
+ * tcp_v4_err()): a poll in between said POLLERR, and the SO_ERROR after
+ * it 0, which a non-blocking connect() takes for success (fb:sockapi's
+ * unreach.nohost_nb, about once in 450 tries under TCG). The entry stays
+ * queued, and would say POLLERR to a later connect() of the socket too.
+ * Established, the error queue is the user's (IP_RECVERR, timestamps).
  */
 __poll_t rs_fb_poll(struct file *file, struct rs_sock *rs)
 {
@@ -302,7 +304,10 @@ __poll_t rs_fb_poll(struct file *file, struct rs_sock *rs)
 	__poll_t mask;
 	int err;
 
-	mask = fb->ops->poll(file, fb, NULL) & ~EPOLLERR;
+	mask = fb->ops->poll(file, fb, NULL);
+	if ((1 << inet_sk_state_load(fb->sk)) &
+	    (TCPF_SYN_SENT | TCPF_SYN_RECV | TCPF_CLOSE))
+		mask &= ~EPOLLERR;
 	if (!READ_ONCE(rs->sk.sk_err))
 		rs_fb_move_error(rs, fb->sk);
 	err = READ_ONCE(rs->sk.sk_err);

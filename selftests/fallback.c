@@ -615,6 +615,8 @@ TEST_F(fb, local_destinations)
 
 	ASSERT_NE(NULL, own6) TH_LOG("RS_ADDR6 not set (the VM sets it)");
 	ASSERT_NE(NULL, inet_ntop(AF_INET, &rs.addr, own4, sizeof(own4)));
+	/* a vCPU stall must not pass for a CM wait (reason TIMEOUT) */
+	ASSERT_EQ(0, rs_param_set("fallback_ms", 10000));
 	for (i = 0; i < ARRAY_SIZE(shapes); i++) {
 		int fam = shapes[i].family;
 		const char *own = fam == AF_INET ? own4 : own6;
@@ -636,7 +638,7 @@ TEST_F(fb, local_destinations)
 		ASSERT_GE(cfd, 0) TH_LOG("bind to %s: %s", own,
 					 strerror(errno));
 		t0 = rs_now();
-		EXPECT_EQ(0, connect(cfd, (struct sockaddr *)&ss, len))
+		ASSERT_EQ(0, connect(cfd, (struct sockaddr *)&ss, len))
 			TH_LOG("from %s to %s: %s", own, shapes[i].dst,
 			       strerror(errno));
 		EXPECT_GT(5.0, rs_now() - t0)

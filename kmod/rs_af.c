@@ -365,6 +365,32 @@ static bool rs_dst_unicast(struct sock *sk, const struct sockaddr *addr)
 }
 
 /*
+ * A socket bound to an address of one family that connects to the other,
+ * as TCP: from a native IPv6 address to an IPv4 (v4-mapped) one,
+ * ENETUNREACH; from an IPv4 (or v4-mapped) one to a native IPv6 one,
+ * EAFNOSUPPORT. rdma_cm said EINVAL for both. (A wildcard bind of [::]
+ * still gets rdma_cm's EINVAL for an IPv4 destination, where TCP
+ * connects: the id would have to be bound again in the other family.)
+ */
+static int rs_dst_family(struct rs_sock *rs, const struct sockaddr *addr)
+{
+	struct sockaddr_storage ss = { };
+	struct sockaddr *src = (struct sockaddr *)&ss;
+
+	if (!rs->is_bound)
+		return 0;
+	/* rs->lock: device removal may take the id meanwhile */
+	spin_lock_bh(&rs->lock);
+	if (rs->cm_id)
+		memcpy(&ss, &rs->cm_id->route.addr.src_addr, sizeof(ss));
+	spin_unlock_bh(&rs->lock);
+	if (!ss.ss_family || src->sa_family == addr->sa_family ||
+	    rs_any_addr(src))
+		return 0;
+	return src->sa_family == AF_INET6 ? -ENETUNREACH : -EAFNOSUPPORT;
+}
+
+/*
  * rdma_cm says EADDRNOTAVAIL both for an address that is not local and for
  * a port taken by a wildcard bind; TCP says EADDRINUSE for the latter. Tell
  * them apart by binding the same address with any port on a scratch id.
@@ -718,6 +744,9 @@ static int rs_connect(struct socket *sock, struct rs_sockaddr_arg *uaddr,
 			goto out;
 		err = -ENETUNREACH;
 		if (!rs_dst_unicast(sk, addr))
+			goto out;
+		err = rs_dst_family(rs, addr);
+		if (err)
 			goto out;
 		err = rs_fb_connect_start(rs, addr, 0);
 		if (!err) {

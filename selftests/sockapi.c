@@ -1417,6 +1417,41 @@ static bool sin6_eq(const struct sockaddr_in6 *a, const struct sockaddr_in6 *b)
 	       !memcmp(&a->sin6_addr, &b->sin6_addr, sizeof(a->sin6_addr));
 }
 
+/*
+ * Bound to an address of one family, connecting to the other: TCP's
+ * errnos (tcp_v6_connect()): from a v4-mapped source to a native IPv6
+ * destination EAFNOSUPPORT, from a native one to a v4-mapped destination
+ * ENETUNREACH; nothing sent (rdma_cm said EINVAL for both).
+ */
+TEST_F(v6, other_family_dst)
+{
+	struct sockaddr_in6 dst = { .sin6_family = AF_INET6,
+				    .sin6_port = htons(9) };
+	const char *env = getenv("RS_ADDR6");
+	int fd, want;
+
+	ASSERT_EQ(NULL, self->skip) TH_LOG("%s", self->skip);
+	fd = rs_socket6(0);
+	ASSERT_GE(fd, 0);
+	ASSERT_EQ(0, bind(fd, (struct sockaddr *)&self->addr,
+			  sizeof(self->addr)))
+		TH_LOG("bind: %s", strerror(errno));
+	if (variant->mapped) {
+		dst.sin6_addr = in6addr_loopback;
+		if (env)
+			ASSERT_EQ(1, inet_pton(AF_INET6, env, &dst.sin6_addr));
+		want = EAFNOSUPPORT;
+	} else {
+		dst.sin6_addr.s6_addr[10] = 0xff;
+		dst.sin6_addr.s6_addr[11] = 0xff;
+		memcpy(&dst.sin6_addr.s6_addr[12], &rs.addr, 4);
+		want = ENETUNREACH;
+	}
+	EXPECT_EQ(-1, connect(fd, (struct sockaddr *)&dst, sizeof(dst)));
+	EXPECT_EQ(want, errno) TH_LOG("connect: %s", strerror(errno));
+	close(fd);
+}
+
 TEST_F(v6, names_and_data)
 {
 	struct sockaddr_in6 lsin, name, peer, a_peer;

@@ -338,6 +338,16 @@ static bool rs_any_addr(const struct sockaddr *addr)
 	return ((struct sockaddr_in *)addr)->sin_addr.s_addr == INADDR_ANY;
 }
 
+/* The cm id's source address, if it still has an id (else left as is). */
+static void rs_id_name(struct rs_sock *rs, struct sockaddr_storage *ss)
+{
+	/* rs->lock: device removal may take the id meanwhile */
+	spin_lock_bh(&rs->lock);
+	if (rs->cm_id)
+		memcpy(ss, &rs->cm_id->route.addr.src_addr, sizeof(*ss));
+	spin_unlock_bh(&rs->lock);
+}
+
 /*
  * connect() to a multicast or broadcast address: ENETUNREACH at once, as
  * TCP (tcp_v4_connect() after its route lookup, tcp_v6_connect()). rdma_cm
@@ -379,11 +389,7 @@ static int rs_dst_family(struct rs_sock *rs, const struct sockaddr *addr)
 
 	if (!rs->is_bound)
 		return 0;
-	/* rs->lock: device removal may take the id meanwhile */
-	spin_lock_bh(&rs->lock);
-	if (rs->cm_id)
-		memcpy(&ss, &rs->cm_id->route.addr.src_addr, sizeof(ss));
-	spin_unlock_bh(&rs->lock);
+	rs_id_name(rs, &ss);
 	if (!ss.ss_family || src->sa_family == addr->sa_family ||
 	    rs_any_addr(src))
 		return 0;
@@ -819,12 +825,7 @@ static int rs_getname(struct socket *sock, struct sockaddr *addr, int peer)
 	} else if (rs->established) {
 		ss = rs->local_sa;
 	} else {
-		/* rs->lock: device removal may take the id meanwhile */
-		spin_lock_bh(&rs->lock);
-		if (rs->cm_id)
-			memcpy(&ss, &rs->cm_id->route.addr.src_addr,
-			       sizeof(ss));
-		spin_unlock_bh(&rs->lock);
+		rs_id_name(rs, &ss);
 	}
 	if (!ss.ss_family)
 		ss.ss_family = sk->sk_family == AF_INET6 ? AF_INET6 : AF_INET;

@@ -676,6 +676,59 @@ TEST_F(fb, local_destinations)
 	close(lfd);
 }
 
+/* Non-blocking connect of fd to sin: poll until an event, then SO_ERROR. */
+static int fb_nb_connect_error(struct __test_metadata *_metadata, int fd,
+			       const struct sockaddr_in *sin)
+{
+	int ret = connect(fd, (const struct sockaddr *)sin, sizeof(*sin));
+
+	if (ret)
+		ret = errno;
+	if (ret != EINPROGRESS)
+		return ret;
+	EXPECT_EQ(POLLERR, rs_poll(fd, POLLOUT, 30000) & POLLERR);
+	return rs_sock_error(fd);
+}
+
+/*
+ * A handshake that failed on an ICMP error leaves that error queued on
+ * TCP's socket (6.1 queues it whatever IP_RECVERR says), and TCP's poll
+ * says EPOLLERR for it from then on. A socket that connects again must
+ * not say POLLERR at once with SO_ERROR 0, which a non-blocking connect()
+ * reads as connected (6.1's TCP does, checked by hand: POLLERR with
+ * SO_ERROR 0 for as long as the new attempt runs): its poll waits for the
+ * new attempt's own outcome (rs_fb_poll(): EPOLLERR from sk_err only
+ * until established). The same
+ * queue made fb:sockapi's unreach.nohost_nb read SO_ERROR 0 after POLLERR
+ * once in about 450 tries.
+ */
+TEST_F(fb, reconnect_after_icmp)
+{
+	struct sockaddr_in sin;
+	int fd, revents;
+
+	rs_sin(&sin, rs_nohost_addr(), 9);
+	fd = fb_socket(RDMASTREAM_FALLBACK_FORCE);
+	ASSERT_GE(fd, 0);
+	ASSERT_EQ(0, rs_set_nonblock(fd, true));
+	/* the neighbour fails after about 3 s: ICMP host unreachable */
+	EXPECT_EQ(EHOSTUNREACH, fb_nb_connect_error(_metadata, fd, &sin));
+	/* as TCP: the attempt already reported ends with ECONNABORTED */
+	EXPECT_EQ(-1, connect(fd, (struct sockaddr *)&sin, sizeof(sin)));
+	EXPECT_EQ(ECONNABORTED, errno) TH_LOG("connect again: %s",
+					      strerror(errno));
+	EXPECT_EQ(-1, connect(fd, (struct sockaddr *)&sin, sizeof(sin)));
+	EXPECT_EQ(EINPROGRESS, errno) TH_LOG("connect a third time: %s",
+					     strerror(errno));
+	/* the new attempt resolves the neighbour again: 3 s of nothing */
+	revents = rs_poll(fd, POLLOUT, 1000);
+	EXPECT_EQ(0, revents) TH_LOG("revents %#x, SO_ERROR %d at once",
+				     revents, rs_sock_error(fd));
+	EXPECT_EQ(POLLERR, rs_poll(fd, POLLOUT, 30000) & POLLERR);
+	EXPECT_EQ(EHOSTUNREACH, rs_sock_error(fd));
+	close(fd);
+}
+
 /*
  * fallback_ms: a peer whose CM never answers (a host without RDMA, here
  * an rdma_cm listener that leaves the request pending) costs fallback_ms,

@@ -508,11 +508,13 @@ FIXTURE_TEARDOWN(lossy)
 
 		if (!getsockopt(self->fd, SOL_RDMASTREAM, RDMASTREAM_INFO,
 				&info, &len))
-			rs_info("lossy: %s host %d module: probes %llu kicks %llu local_invs %llu ack_timeout_us %u rtt_us %u",
+			rs_info("lossy: %s host %d module: probes %llu kicks %llu local_invs %llu window_stalls %llu credit_stalls %llu ack_timeout_us %u rtt_us %u",
 				variant->name, rs.host,
 				(unsigned long long)info.rsi_probes,
 				(unsigned long long)info.rsi_sq_kicks,
 				(unsigned long long)info.rsi_local_invalidates,
+				(unsigned long long)info.rsi_window_stalls,
+				(unsigned long long)info.rsi_credit_stalls,
 				info.rsi_ack_timeout_us, info.rsi_rtt_us);
 	}
 	if (self->fd >= 0)

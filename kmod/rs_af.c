@@ -379,8 +379,7 @@ static bool rs_dst_unicast(struct sock *sk, const struct sockaddr *addr)
  * as TCP: from a native IPv6 address to an IPv4 (v4-mapped) one,
  * ENETUNREACH; from an IPv4 (or v4-mapped) one to a native IPv6 one,
  * EAFNOSUPPORT. rdma_cm said EINVAL for both. (A wildcard bind of [::]
- * still gets rdma_cm's EINVAL for an IPv4 destination, where TCP
- * connects: the id would have to be bound again in the other family.)
+ * connects to either: rs_cm_rebind_v4().)
  */
 static int rs_dst_family(struct rs_sock *rs, const struct sockaddr *addr)
 {
@@ -662,11 +661,15 @@ static int rs_accept(struct socket *sock, struct socket *newsock,
 
 /*
  * Start an active open. A socket whose earlier attempt failed may try
- * again once that attempt's teardown has finished, as TCP allows.
+ * again once that attempt's teardown has finished, as TCP allows. A cm id
+ * bound to [::] that an IPv4 destination replaced is left in *stale, for
+ * the caller to destroy outside lock_sock().
  */
-static int rs_connect_start(struct rs_sock *rs, struct sockaddr *addr)
+static int rs_connect_start(struct rs_sock *rs, struct sockaddr *addr,
+			    struct rdma_cm_id **stale)
 {
 	struct sock *sk = &rs->sk;
+	struct rdma_cm_id *old;
 	int err;
 
 	if (rs->listener)
@@ -695,6 +698,12 @@ static int rs_connect_start(struct rs_sock *rs, struct sockaddr *addr)
 		if (err)
 			goto out;
 	}
+	old = rs->is_bound ? rs_cm_rebind_v4(rs, addr) : NULL;
+	if (IS_ERR(old)) {
+		err = PTR_ERR(old);
+		goto out;
+	}
+	*stale = old;
 	rs_ring_sizes_set(rs);
 	sk->sk_err = 0;
 	rs_set_state(sk, TCP_SYN_SENT);
@@ -721,6 +730,7 @@ static int rs_connect(struct socket *sock, struct rs_sockaddr_arg *uaddr,
 	struct rs_sock *rs = rs_sk(sk);
 	struct sockaddr_storage ss;
 	struct sockaddr *addr = (struct sockaddr *)&ss;
+	struct rdma_cm_id *stale = NULL;
 	bool mapped;
 	long timeo;
 	int err;
@@ -756,7 +766,7 @@ static int rs_connect(struct socket *sock, struct rs_sockaddr_arg *uaddr,
 			goto out;
 		err = rs_fb_connect_start(rs, addr, 0);
 		if (!err) {
-			err = rs_connect_start(rs, addr);
+			err = rs_connect_start(rs, addr, &stale);
 			if (err)
 				err = rs_fb_connect_start(rs, addr, err) ? :
 				      err;
@@ -765,6 +775,8 @@ static int rs_connect(struct socket *sock, struct rs_sockaddr_arg *uaddr,
 			/* over TCP from the start: TCP's connect() */
 			rs->v4mapped |= mapped;
 			release_sock(sk);
+			if (stale)
+				rs_cm_put_id(rs, stale);
 			return rs_fb_connect(rs, addr, flags);
 		}
 		if (err)
@@ -798,6 +810,8 @@ static int rs_connect(struct socket *sock, struct rs_sockaddr_arg *uaddr,
 	err = 0;
 out:
 	release_sock(sk);
+	if (stale)
+		rs_cm_put_id(rs, stale);
 	return err;
 }
 

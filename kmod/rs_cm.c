@@ -44,6 +44,54 @@ int rs_cm_create_id(struct rs_sock *rs)
 	return 0;
 }
 
+/*
+ * A socket bound to [::] (IPv6 and IPv4) that connects to an IPv4 address,
+ * as TCP's may: rdma_cm resolves only a destination of its id's family,
+ * so bind a new id to 0.0.0.0 on the same port and take it. The old id is
+ * made IPv6-only first, which leaves the port's IPv4 side to the new one:
+ * the port is never free meanwhile. (Its IPv6 side is free in rdma_cm's
+ * port space after; the fallback's TCP socket still holds it in TCP's.)
+ * Returns the old id, for the caller to
+ * destroy outside lock_sock() (rs_cm_put_id()), NULL when there is
+ * nothing to do, or an ERR_PTR (the socket keeps its id). Under tlock.
+ */
+struct rdma_cm_id *rs_cm_rebind_v4(struct rs_sock *rs,
+				   const struct sockaddr *dst)
+{
+	struct sockaddr_in any = { .sin_family = AF_INET };
+	struct rdma_cm_id *old = rs->cm_id, *id;
+	struct sockaddr_in6 *src;
+	int err;
+
+	if (!old || dst->sa_family != AF_INET)
+		return NULL;
+	src = (struct sockaddr_in6 *)&old->route.addr.src_addr;
+	if (src->sin6_family != AF_INET6 || !ipv6_addr_any(&src->sin6_addr))
+		return NULL;
+	any.sin_port = src->sin6_port;
+	id = rdma_create_id(sock_net(&rs->sk), rs_cm_handler, rs, RDMA_PS_TCP,
+			    IB_QPT_RC);
+	if (IS_ERR(id))
+		return id;
+	if (rs->sk.sk_reuse)
+		rdma_set_reuseaddr(id, 1);
+	err = rdma_set_afonly(old, 1);
+	if (!err) {
+		err = rdma_bind_addr(id, (struct sockaddr *)&any);
+		if (err)
+			rdma_set_afonly(old, 0);
+	}
+	if (err) {
+		rdma_destroy_id(id);
+		return ERR_PTR(err);
+	}
+	sock_hold(&rs->sk);
+	spin_lock_bh(&rs->lock);
+	rs->cm_id = id;
+	spin_unlock_bh(&rs->lock);
+	return old;
+}
+
 /* Not from id's own handler, and never under lock_sock(). */
 void rs_cm_put_id(struct rs_sock *rs, struct rdma_cm_id *id)
 {

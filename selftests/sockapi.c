@@ -1500,6 +1500,62 @@ TEST_F(v6, names_and_data)
 	close(lfd);
 }
 
+/*
+ * Bound to [::] (and a port) before connecting, as a dual-stack program
+ * may: it connects to an IPv4 (v4-mapped) address as to a native IPv6
+ * one, as TCP's AF_INET6 socket does, from the port it was bound to, and
+ * its name comes back in the destination's form. (rdma_cm's id bound to
+ * [::] resolves only IPv6 destinations: it said EINVAL for the mapped
+ * one.)
+ */
+TEST_F(v6, any_bound_connect)
+{
+	struct sockaddr_in6 any = { .sin6_family = AF_INET6 };
+	struct sockaddr_in6 lsin, bound, name, a_peer;
+	char buf[INET6_ADDRSTRLEN + 8];
+	socklen_t len;
+	int lfd, c, s;
+
+	ASSERT_EQ(NULL, self->skip) TH_LOG("%s", self->skip);
+	lfd = v6_listener(_metadata, &self->addr, &lsin);
+	c = rs_socket6(0);
+	ASSERT_GE(c, 0);
+	ASSERT_EQ(0, bind(c, (struct sockaddr *)&any, sizeof(any)))
+		TH_LOG("bind [::]: %s", strerror(errno));
+	len = sizeof(bound);
+	ASSERT_EQ(0, getsockname(c, (struct sockaddr *)&bound, &len));
+	ASSERT_NE(0, bound.sin6_port);
+	ASSERT_EQ(0, connect(c, (struct sockaddr *)&lsin, sizeof(lsin)))
+		TH_LOG("connect %s: %s", rs_ntop(&lsin, buf, sizeof(buf)),
+		       strerror(errno));
+	len = sizeof(a_peer);
+	s = accept(lfd, (struct sockaddr *)&a_peer, &len);
+	ASSERT_GE(s, 0) TH_LOG("accept: %s", strerror(errno));
+	EXPECT_EQ(bound.sin6_port, a_peer.sin6_port)
+		TH_LOG("bound to port %u, came from %s", ntohs(bound.sin6_port),
+		       rs_ntop(&a_peer, buf, sizeof(buf)));
+	len = sizeof(name);
+	ASSERT_EQ(0, getsockname(c, (struct sockaddr *)&name, &len));
+	EXPECT_EQ(AF_INET6, name.sin6_family);
+	EXPECT_EQ(bound.sin6_port, name.sin6_port);
+	EXPECT_EQ(0, memcmp(&name.sin6_addr, &self->addr.sin6_addr, 16))
+		TH_LOG("named %s", rs_ntop(&name, buf, sizeof(buf)));
+	EXPECT_TRUE(sin6_eq(&name, &a_peer));
+	if (!rs.tcp && !rs_fb_forced()) {
+		struct rdmastream_info info = {};
+
+		/* over RDMA: not a failed handshake that TCP made good */
+		len = sizeof(info);
+		ASSERT_EQ(0, getsockopt(c, SOL_RDMASTREAM, RDMASTREAM_INFO,
+					&info, &len));
+		EXPECT_EQ(RDMASTREAM_FB_NONE, info.rsi_fallback);
+	}
+	ping(_metadata, c, s);
+	close(c);
+	close(s);
+	close(lfd);
+}
+
 /* ---- 24-byte IPv6 addresses (RFC 2133, no sin6_scope_id) ---- */
 
 /*

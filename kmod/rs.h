@@ -642,8 +642,8 @@ void rs_inet_destruct(struct sock *sk);
 int rs_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev);
 int rs_cm_create_id(struct rs_sock *rs);
 void rs_cm_put_id(struct rs_sock *rs, struct rdma_cm_id *id);
-struct rdma_cm_id *rs_cm_rebind_v4(struct rs_sock *rs,
-				   const struct sockaddr *dst);
+int rs_cm_rebind_v4(struct rs_sock *rs, const struct sockaddr *dst,
+		    struct rdma_cm_id **stale);
 void rs_conn_fail(struct rs_sock *rs, int err);
 void rs_child_unlink(struct rs_sock *rs);
 

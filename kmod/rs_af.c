@@ -661,15 +661,14 @@ static int rs_accept(struct socket *sock, struct socket *newsock,
 
 /*
  * Start an active open. A socket whose earlier attempt failed may try
- * again once that attempt's teardown has finished, as TCP allows. A cm id
- * bound to [::] that an IPv4 destination replaced is left in *stale, for
- * the caller to destroy outside lock_sock().
+ * again once that attempt's teardown has finished, as TCP allows. The cm
+ * id an IPv4 destination made the socket give up (rs_cm_rebind_v4()) is
+ * left in *stale, for the caller to destroy outside lock_sock().
  */
 static int rs_connect_start(struct rs_sock *rs, struct sockaddr *addr,
 			    struct rdma_cm_id **stale)
 {
 	struct sock *sk = &rs->sk;
-	struct rdma_cm_id *old;
 	int err;
 
 	if (rs->listener)
@@ -698,12 +697,11 @@ static int rs_connect_start(struct rs_sock *rs, struct sockaddr *addr,
 		if (err)
 			goto out;
 	}
-	old = rs->is_bound ? rs_cm_rebind_v4(rs, addr) : NULL;
-	if (IS_ERR(old)) {
-		err = PTR_ERR(old);
-		goto out;
+	if (rs->is_bound) {
+		err = rs_cm_rebind_v4(rs, addr, stale);
+		if (err)
+			goto out;
 	}
-	*stale = old;
 	rs_ring_sizes_set(rs);
 	sk->sk_err = 0;
 	rs_set_state(sk, TCP_SYN_SENT);
@@ -799,6 +797,8 @@ static int rs_connect(struct socket *sock, struct rs_sockaddr_arg *uaddr,
 	if (rs_fbc(rs)) {
 		/* fell back while we waited: TCP's connect() finishes it */
 		release_sock(sk);
+		if (stale)
+			rs_cm_put_id(rs, stale);
 		return rs_fb_connect(rs, NULL, flags);
 	}
 	if (!rs_state_open(sk->sk_state)) {

@@ -48,31 +48,35 @@ int rs_cm_create_id(struct rs_sock *rs)
  * A socket bound to [::] (IPv6 and IPv4) that connects to an IPv4 address,
  * as TCP's may: rdma_cm resolves only a destination of its id's family,
  * so bind a new id to 0.0.0.0 on the same port and take it. The old id is
- * made IPv6-only first, which leaves the port's IPv4 side to the new one:
- * the port is never free meanwhile. (Its IPv6 side is free in rdma_cm's
- * port space after; the fallback's TCP socket still holds it in TCP's.)
- * Returns the old id, for the caller to
- * destroy outside lock_sock() (rs_cm_put_id()), NULL when there is
- * nothing to do, or an ERR_PTR (the socket keeps its id). Under tlock.
+ * made IPv6-only first, which hands the port's IPv4 side to the new one;
+ * the fallback's TCP socket holds the port in TCP's space all along.
+ * (Between the two calls the IPv4 side is free in rdma_cm's space, and
+ * after, the IPv6 side: another rdma_cm user could bind it.) *stale gets
+ * the id the socket no longer uses, the old one or, on failure, the new
+ * one, for the caller to destroy outside lock_sock() (rs_cm_put_id()).
+ * A failure is EADDRNOTAVAIL (ENOMEM as such): AUTO fallback takes TCP,
+ * which can connect. Under tlock.
  */
-struct rdma_cm_id *rs_cm_rebind_v4(struct rs_sock *rs,
-				   const struct sockaddr *dst)
+int rs_cm_rebind_v4(struct rs_sock *rs, const struct sockaddr *dst,
+		    struct rdma_cm_id **stale)
 {
 	struct sockaddr_in any = { .sin_family = AF_INET };
 	struct rdma_cm_id *old = rs->cm_id, *id;
 	struct sockaddr_in6 *src;
 	int err;
 
+	*stale = NULL;
 	if (!old || dst->sa_family != AF_INET)
-		return NULL;
+		return 0;
 	src = (struct sockaddr_in6 *)&old->route.addr.src_addr;
 	if (src->sin6_family != AF_INET6 || !ipv6_addr_any(&src->sin6_addr))
-		return NULL;
+		return 0;
 	any.sin_port = src->sin6_port;
 	id = rdma_create_id(sock_net(&rs->sk), rs_cm_handler, rs, RDMA_PS_TCP,
 			    IB_QPT_RC);
 	if (IS_ERR(id))
-		return id;
+		return PTR_ERR(id) == -ENOMEM ? -ENOMEM : -EADDRNOTAVAIL;
+	sock_hold(&rs->sk);
 	if (rs->sk.sk_reuse)
 		rdma_set_reuseaddr(id, 1);
 	err = rdma_set_afonly(old, 1);
@@ -82,14 +86,14 @@ struct rdma_cm_id *rs_cm_rebind_v4(struct rs_sock *rs,
 			rdma_set_afonly(old, 0);
 	}
 	if (err) {
-		rdma_destroy_id(id);
-		return ERR_PTR(err);
+		*stale = id;
+		return err == -ENOMEM ? err : -EADDRNOTAVAIL;
 	}
-	sock_hold(&rs->sk);
 	spin_lock_bh(&rs->lock);
 	rs->cm_id = id;
 	spin_unlock_bh(&rs->lock);
-	return old;
+	*stale = old;
+	return 0;
 }
 
 /* Not from id's own handler, and never under lock_sock(). */

@@ -1556,6 +1556,61 @@ TEST_F(v6, any_bound_connect)
 	close(lfd);
 }
 
+/*
+ * The same bind to [::], then a connect to a plain TCP server: over RDMA
+ * the peer's CM refuses, the socket falls back to TCP (AUTO) while
+ * connect() waits, and the data goes through. Once both ends are closed
+ * the port is free again for a dual-stack bind: the cm id the connect
+ * gave up must not outlive the socket (it leaked on that path once, and
+ * with it the socket and the port).
+ */
+TEST_F(v6, any_bound_tcp_peer)
+{
+	struct sockaddr_in6 any = { .sin6_family = AF_INET6 };
+	struct sockaddr_in6 lsin = self->addr, bound;
+	socklen_t len = sizeof(lsin);
+	int lfd, c, s, fd, i, err = 0;
+	char ch;
+
+	ASSERT_EQ(NULL, self->skip) TH_LOG("%s", self->skip);
+	lfd = socket(AF_INET6, SOCK_STREAM, 0);
+	ASSERT_GE(lfd, 0);
+	ASSERT_EQ(0, bind(lfd, (struct sockaddr *)&lsin, sizeof(lsin)));
+	ASSERT_EQ(0, listen(lfd, 4));
+	ASSERT_EQ(0, getsockname(lfd, (struct sockaddr *)&lsin, &len));
+	c = rs_socket6(0);
+	ASSERT_GE(c, 0);
+	if (!rs.tcp && !rs_fb_forced())
+		ASSERT_EQ(0, rs_setint(c, SOL_RDMASTREAM, RDMASTREAM_FALLBACK,
+				       RDMASTREAM_FALLBACK_AUTO));
+	ASSERT_EQ(0, bind(c, (struct sockaddr *)&any, sizeof(any)));
+	len = sizeof(bound);
+	ASSERT_EQ(0, getsockname(c, (struct sockaddr *)&bound, &len));
+	ASSERT_EQ(0, connect(c, (struct sockaddr *)&lsin, sizeof(lsin)))
+		TH_LOG("connect to a TCP server: %s", strerror(errno));
+	s = accept(lfd, NULL, NULL);
+	ASSERT_GE(s, 0);
+	ping(_metadata, c, s);
+	/* the server closes first: no TIME_WAIT on the client's port */
+	close(s);
+	EXPECT_EQ(0, recv(c, &ch, 1, 0));
+	close(c);
+	close(lfd);
+	/* the client's TCP may take a moment to leave LAST_ACK */
+	for (i = 0; i < 50; i++) {
+		fd = rs_socket6(0);
+		ASSERT_GE(fd, 0);
+		err = bind(fd, (struct sockaddr *)&bound, sizeof(bound)) ?
+		      errno : 0;
+		close(fd);
+		if (!err)
+			break;
+		usleep(100000);
+	}
+	EXPECT_EQ(0, err) TH_LOG("[::]:%u bound again: %s",
+				 ntohs(bound.sin6_port), strerror(err));
+}
+
 /* ---- 24-byte IPv6 addresses (RFC 2133, no sin6_scope_id) ---- */
 
 /*

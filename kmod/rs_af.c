@@ -721,6 +721,14 @@ out:
 	return err;
 }
 
+/* Leave connect(): the id a rebind gave up goes outside lock_sock(). */
+static void rs_connect_unlock(struct rs_sock *rs, struct rdma_cm_id *stale)
+{
+	release_sock(&rs->sk);
+	if (stale)
+		rs_cm_put_id(rs, stale);
+}
+
 static int rs_connect(struct socket *sock, struct rs_sockaddr_arg *uaddr,
 		      int alen, int flags)
 {
@@ -772,9 +780,7 @@ static int rs_connect(struct socket *sock, struct rs_sockaddr_arg *uaddr,
 		if (err == 1) {
 			/* over TCP from the start: TCP's connect() */
 			rs->v4mapped |= mapped;
-			release_sock(sk);
-			if (stale)
-				rs_cm_put_id(rs, stale);
+			rs_connect_unlock(rs, stale);
 			return rs_fb_connect(rs, addr, flags);
 		}
 		if (err)
@@ -796,9 +802,7 @@ static int rs_connect(struct socket *sock, struct rs_sockaddr_arg *uaddr,
 	}
 	if (rs_fbc(rs)) {
 		/* fell back while we waited: TCP's connect() finishes it */
-		release_sock(sk);
-		if (stale)
-			rs_cm_put_id(rs, stale);
+		rs_connect_unlock(rs, stale);
 		return rs_fb_connect(rs, NULL, flags);
 	}
 	if (!rs_state_open(sk->sk_state)) {
@@ -809,9 +813,7 @@ static int rs_connect(struct socket *sock, struct rs_sockaddr_arg *uaddr,
 	sock->state = SS_CONNECTED;
 	err = 0;
 out:
-	release_sock(sk);
-	if (stale)
-		rs_cm_put_id(rs, stale);
+	rs_connect_unlock(rs, stale);
 	return err;
 }
 

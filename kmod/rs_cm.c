@@ -30,16 +30,24 @@
 
 #include "rs.h"
 
-int rs_cm_create_id(struct rs_sock *rs)
+/* A new cm id of the socket, holding it (rs_cm_put_id() lets go). */
+static struct rdma_cm_id *rs_cm_new_id(struct rs_sock *rs)
 {
-	struct sock *sk = &rs->sk;
 	struct rdma_cm_id *id;
 
-	id = rdma_create_id(sock_net(sk), rs_cm_handler, rs, RDMA_PS_TCP,
+	id = rdma_create_id(sock_net(&rs->sk), rs_cm_handler, rs, RDMA_PS_TCP,
 			    IB_QPT_RC);
+	if (!IS_ERR(id))
+		sock_hold(&rs->sk);
+	return id;
+}
+
+int rs_cm_create_id(struct rs_sock *rs)
+{
+	struct rdma_cm_id *id = rs_cm_new_id(rs);
+
 	if (IS_ERR(id))
 		return PTR_ERR(id);
-	sock_hold(sk);
 	rs->cm_id = id;
 	return 0;
 }
@@ -72,11 +80,9 @@ int rs_cm_rebind_v4(struct rs_sock *rs, const struct sockaddr *dst,
 	if (src->sin6_family != AF_INET6 || !ipv6_addr_any(&src->sin6_addr))
 		return 0;
 	any.sin_port = src->sin6_port;
-	id = rdma_create_id(sock_net(&rs->sk), rs_cm_handler, rs, RDMA_PS_TCP,
-			    IB_QPT_RC);
+	id = rs_cm_new_id(rs);
 	if (IS_ERR(id))
 		return PTR_ERR(id) == -ENOMEM ? -ENOMEM : -EADDRNOTAVAIL;
-	sock_hold(&rs->sk);
 	if (rs->sk.sk_reuse)
 		rdma_set_reuseaddr(id, 1);
 	err = rdma_set_afonly(old, 1);

@@ -1501,6 +1501,29 @@ TEST_F(v6, names_and_data)
 }
 
 /*
+ * A socket of ours bound to [::] and an ephemeral port, named in *bound;
+ * auto_fb: with TCP fallback AUTO (unless over TCP or fallback forced).
+ */
+static int v6_any_bound(struct __test_metadata *_metadata,
+			struct sockaddr_in6 *bound, bool auto_fb)
+{
+	struct sockaddr_in6 any = { .sin6_family = AF_INET6 };
+	socklen_t len = sizeof(*bound);
+	int c;
+
+	c = rs_socket6(0);
+	ASSERT_GE(c, 0);
+	if (auto_fb && !rs.tcp && !rs_fb_forced())
+		ASSERT_EQ(0, rs_setint(c, SOL_RDMASTREAM, RDMASTREAM_FALLBACK,
+				       RDMASTREAM_FALLBACK_AUTO));
+	ASSERT_EQ(0, bind(c, (struct sockaddr *)&any, sizeof(any)))
+		TH_LOG("bind [::]: %s", strerror(errno));
+	ASSERT_EQ(0, getsockname(c, (struct sockaddr *)bound, &len));
+	ASSERT_NE(0, bound->sin6_port);
+	return c;
+}
+
+/*
  * Bound to [::] (and a port) before connecting, as a dual-stack program
  * may: it connects to an IPv4 (v4-mapped) address as to a native IPv6
  * one, as TCP's AF_INET6 socket does, from the port it was bound to, and
@@ -1510,7 +1533,6 @@ TEST_F(v6, names_and_data)
  */
 TEST_F(v6, any_bound_connect)
 {
-	struct sockaddr_in6 any = { .sin6_family = AF_INET6 };
 	struct sockaddr_in6 lsin, bound, name, a_peer;
 	char buf[INET6_ADDRSTRLEN + 8];
 	socklen_t len;
@@ -1518,13 +1540,7 @@ TEST_F(v6, any_bound_connect)
 
 	ASSERT_EQ(NULL, self->skip) TH_LOG("%s", self->skip);
 	lfd = v6_listener(_metadata, &self->addr, &lsin);
-	c = rs_socket6(0);
-	ASSERT_GE(c, 0);
-	ASSERT_EQ(0, bind(c, (struct sockaddr *)&any, sizeof(any)))
-		TH_LOG("bind [::]: %s", strerror(errno));
-	len = sizeof(bound);
-	ASSERT_EQ(0, getsockname(c, (struct sockaddr *)&bound, &len));
-	ASSERT_NE(0, bound.sin6_port);
+	c = v6_any_bound(_metadata, &bound, false);
 	ASSERT_EQ(0, connect(c, (struct sockaddr *)&lsin, sizeof(lsin)))
 		TH_LOG("connect %s: %s", rs_ntop(&lsin, buf, sizeof(buf)),
 		       strerror(errno));
@@ -1566,7 +1582,6 @@ TEST_F(v6, any_bound_connect)
  */
 TEST_F(v6, any_bound_tcp_peer)
 {
-	struct sockaddr_in6 any = { .sin6_family = AF_INET6 };
 	struct sockaddr_in6 lsin = self->addr, bound;
 	socklen_t len = sizeof(lsin);
 	int lfd, c, s, fd, i, err = 0;
@@ -1578,14 +1593,7 @@ TEST_F(v6, any_bound_tcp_peer)
 	ASSERT_EQ(0, bind(lfd, (struct sockaddr *)&lsin, sizeof(lsin)));
 	ASSERT_EQ(0, listen(lfd, 4));
 	ASSERT_EQ(0, getsockname(lfd, (struct sockaddr *)&lsin, &len));
-	c = rs_socket6(0);
-	ASSERT_GE(c, 0);
-	if (!rs.tcp && !rs_fb_forced())
-		ASSERT_EQ(0, rs_setint(c, SOL_RDMASTREAM, RDMASTREAM_FALLBACK,
-				       RDMASTREAM_FALLBACK_AUTO));
-	ASSERT_EQ(0, bind(c, (struct sockaddr *)&any, sizeof(any)));
-	len = sizeof(bound);
-	ASSERT_EQ(0, getsockname(c, (struct sockaddr *)&bound, &len));
+	c = v6_any_bound(_metadata, &bound, true);
 	ASSERT_EQ(0, connect(c, (struct sockaddr *)&lsin, sizeof(lsin)))
 		TH_LOG("connect to a TCP server: %s", strerror(errno));
 	s = accept(lfd, NULL, NULL);

@@ -167,7 +167,8 @@ struct rs_cm_rej {
 /* Private data of the rdma_cm REQ and REP. */
 #define RS_CM_F_RING	0x01	/* grows its stream buffer: RING, RING_ACK */
 #define RS_CM_F_WSEQ	0x02	/* numbers its writes: RS_IMM_PARITY */
-#define RS_CM_F_KNOWN	(RS_CM_F_RING | RS_CM_F_WSEQ)
+#define RS_CM_F_SHRINK	0x04	/* takes a RING smaller than the buffer */
+#define RS_CM_F_KNOWN	(RS_CM_F_RING | RS_CM_F_WSEQ | RS_CM_F_SHRINK)
 
 struct rs_cm_pdata {
 	u8 version;
@@ -360,6 +361,7 @@ struct rs_sock {
 	unsigned long tx_grow_next;	/* jiffies: no growth before */
 	/* stream buffer autotuning (rs_rxgrow.c), under lock */
 	bool peer_ring;			/* the peer's CM flag RS_CM_F_RING */
+	bool peer_shrink;		/* ...and RS_CM_F_SHRINK */
 	bool peer_wseq;			/* ...and RS_CM_F_WSEQ */
 	bool rx_grow_want;		/* the rate asks for a bigger buffer */
 	unsigned long rx_grow_next;	/* jiffies: no growth before */
@@ -649,6 +651,7 @@ void rs_child_unlink(struct rs_sock *rs);
 
 /* rs_res.c */
 bool rs_mem_charge(unsigned long bytes);
+void rs_mem_charge_force(unsigned long bytes);
 void rs_mem_uncharge(unsigned long bytes);
 unsigned long rs_ring_bytes(const struct rs_sock *rs, struct ib_device *dev);
 int rs_transport_create(struct rs_sock *rs, struct rdma_cm_id *id);

@@ -114,7 +114,7 @@ static void rs_pdata_fill(struct rs_cm_pdata *p, struct rs_sock *rs)
 	memset(p, 0, sizeof(*p));
 	p->version = RS_PROTO_VERSION;
 	p->recv_slots = cpu_to_be16(RS_RQ_DEPTH);
-	p->flags = RS_CM_F_RING | RS_CM_F_WSEQ;
+	p->flags = RS_CM_F_RING | RS_CM_F_WSEQ | RS_CM_F_SHRINK;
 	p->ring_size = cpu_to_be32(rs->flow.rx_size);
 }
 
@@ -134,6 +134,7 @@ static void rs_pdata_peer(struct rs_sock *rs, const void *data)
 	const struct rs_cm_pdata *p = data;
 
 	rs->peer_ring = p->flags & RS_CM_F_RING;
+	rs->peer_shrink = rs->peer_ring && (p->flags & RS_CM_F_SHRINK);
 	rs->peer_wseq = p->flags & RS_CM_F_WSEQ;
 }
 
@@ -376,6 +377,7 @@ static void rs_established(struct rs_sock *rs, struct rdma_cm_id *id)
 	rs_path_mtu(rs);
 	spin_lock_bh(&rs->lock);
 	rs->flow.ring_ok = rs->peer_ring;
+	rs->flow.shrink_ok = rs->peer_shrink;
 	rs->flow.wseq = rs->peer_wseq;
 	rs_write_cap_set(rs);
 	rs->established = true;
@@ -564,6 +566,8 @@ static int rs_child_accept(struct rs_sock *rs, struct rdma_cm_id *id,
 		/* only to a peer that offered it: an older one refuses flags */
 		if (!rs->peer_ring)
 			p.flags &= ~RS_CM_F_RING;
+		if (!rs->peer_shrink)
+			p.flags &= ~RS_CM_F_SHRINK;
 		if (!rs->peer_wseq)
 			p.flags &= ~RS_CM_F_WSEQ;
 		rs_ack_choose(rs, id, req_retry);

@@ -230,7 +230,7 @@ bool rs_flow_on_credits(struct rs_flow *f, u32 credits)
 /* The peer wrote len bytes at rx_prod; false if that overran the ring. */
 bool rs_flow_on_data(struct rs_flow *f, u32 len)
 {
-	if (!len || len > f->rx_size - rs_flow_rx_avail(f))
+	if (!len || len > rs_flow_rx_room(f))
 		return false;
 	RS_STORE_RELEASE(&f->rx_prod, f->rx_prod + len);
 	return true;
@@ -354,6 +354,22 @@ u32 rs_flow_rx_grow_size(const struct rs_flow *f, u32 max)
 	return f->rx_size << 1;
 }
 
+/*
+ * Under memory pressure: the size to shrink a grown buffer to (size, the
+ * one it started with), or 0: not grown, a move under way, or a peer
+ * that takes no smaller RING. Bytes still unread in the old buffer count
+ * against the new one's window (rs_flow_rx_room()), so the peer writes
+ * no more than it holds.
+ */
+u32 rs_flow_rx_shrink_size(const struct rs_flow *f, u32 size)
+{
+	if (!f->ring_ok || !f->shrink_ok || !f->setup_sent ||
+	    f->rx_grow != RS_RXG_NONE || f->rx_size <= size ||
+	    size < RS_RING_MIN || (size & (size - 1)))
+		return 0;
+	return size;
+}
+
 /* A buffer of size bytes is registered: RING goes to the peer next. */
 void rs_flow_rx_offer(struct rs_flow *f, u32 size)
 {
@@ -403,14 +419,17 @@ void rs_flow_rx_retired(struct rs_flow *f)
 }
 
 /*
- * The sender's side: RING offered a bigger buffer of size bytes. False
- * if it is not plausible (not a power of two, not bigger, or one is
- * still to be answered). RING_ACK goes out next (rs_flow_next()).
+ * The sender's side: RING offered another buffer of size bytes, bigger,
+ * or smaller when both ends negotiated that. False if it is not
+ * plausible (not a power of two, out of bounds, the same size, smaller
+ * unnegotiated, or one is still to be answered). RING_ACK goes out next
+ * (rs_flow_next()).
  */
 bool rs_flow_on_ring(struct rs_flow *f, u32 size)
 {
 	if (!f->ring_ok || f->ring_ack_wanted || !f->peer_size ||
-	    size <= f->peer_size || size > RS_RING_MAX || (size & (size - 1)))
+	    size == f->peer_size || (size < f->peer_size && !f->shrink_ok) ||
+	    size < RS_RING_MIN || size > RS_RING_MAX || (size & (size - 1)))
 		return false;
 	f->peer_new_size = size;
 	f->ring_ack_wanted = true;
@@ -422,7 +441,8 @@ bool rs_flow_on_ring(struct rs_flow *f, u32 size)
  * buffer, at their offset modulo its size. The window stays right: the
  * bytes the peer has not consumed yet, in either buffer, all lie in
  * [peer_cons, tx_sent), so the new buffer holds at most tx_sent -
- * peer_cons of them, which is what rs_flow_peer_space() counts.
+ * peer_cons of them, which is what rs_flow_peer_space() counts (none
+ * while a smaller buffer has fewer bytes than that).
  */
 void rs_flow_ring_switch(struct rs_flow *f)
 {

@@ -104,6 +104,7 @@ struct rs_flow {
 	bool wseq;		/* both sides number their writes (CM flag) */
 	/* stream buffer growth (docs/design.md "Stream buffer autotuning") */
 	bool ring_ok;		/* the peer speaks RING (its CM flag) */
+	bool shrink_ok;		/* ...and takes a smaller one (its CM flag) */
 	bool ring_wanted;	/* receiver: RING to post */
 	bool ring_ack_wanted;	/* sender: RING_ACK to post */
 	u8 rx_grow;		/* receiver: RS_RXG_* */
@@ -173,9 +174,24 @@ static inline u32 rs_flow_rx_avail(const struct rs_flow *f)
 	return (u32)(f->rx_prod - f->rx_cons);
 }
 
+/*
+ * Room in the peer's stream buffer. Right after the peer's buffer shrank
+ * (RING_ACK), the bytes it has not consumed may be more than the new
+ * buffer holds: none then, until it reads them.
+ */
 static inline u32 rs_flow_peer_space(const struct rs_flow *f)
 {
-	return f->peer_size - (u32)(f->tx_sent - f->peer_cons);
+	u32 used = (u32)(f->tx_sent - f->peer_cons);
+
+	return used < f->peer_size ? f->peer_size - used : 0;
+}
+
+/* Room in our stream buffer (none while a shrunk one is overfull). */
+static inline u32 rs_flow_rx_room(const struct rs_flow *f)
+{
+	u32 avail = rs_flow_rx_avail(f);
+
+	return avail < f->rx_size ? f->rx_size - avail : 0;
 }
 
 bool rs_flow_may_send(const struct rs_flow *f, u32 returns);
@@ -201,6 +217,7 @@ void rs_flow_consume(struct rs_flow *f, u32 len);
 void rs_flow_rx_rtt_start(struct rs_flow *f, u64 now_us);
 bool rs_flow_rx_rate(struct rs_flow *f, u64 now_us);
 u32 rs_flow_rx_grow_size(const struct rs_flow *f, u32 max);
+u32 rs_flow_rx_shrink_size(const struct rs_flow *f, u32 size);
 void rs_flow_rx_offer(struct rs_flow *f, u32 size);
 bool rs_flow_on_ring_ack(struct rs_flow *f, u64 at);
 u32 rs_flow_rx_piece(const struct rs_flow *f, u64 off, u32 len);

@@ -222,6 +222,12 @@ bool rs_mem_charge(unsigned long bytes)
 	return false;
 }
 
+/* Charge bytes whatever mem_max says (a move that frees more). */
+void rs_mem_charge_force(unsigned long bytes)
+{
+	atomic_long_add(bytes, &rs_mem_used);
+}
+
 void rs_mem_uncharge(unsigned long bytes)
 {
 	atomic_long_sub(bytes, &rs_mem_used);

@@ -46,7 +46,7 @@ static bool rs_recv_data_locked(struct rs_sock *rs, u32 imm, u32 arrived)
 	if (len != arrived || !rs_flow_on_credits(&rs->flow, credits))
 		return false;
 	/* the HCA is done with them: the CPU's before rx_prod says so */
-	if (len <= rs->flow.rx_size - rs_flow_rx_avail(&rs->flow))
+	if (len <= rs_flow_rx_room(&rs->flow))
 		rs_ring_sync(r, off, len, true);
 	if (!rs_flow_on_data(&rs->flow, len))
 		return false;

@@ -10,7 +10,11 @@
  * RS_RX_GROW_MAX and what one MR maps (the peer knows a buffer by one
  * address and rkey). SO_RCVBUF set by the application before connect()
  * fixes the size; set later, it caps the growth (rs_rx_grow_max()). Both
- * ends must speak RING (CM flag RS_CM_F_RING).
+ * ends must speak RING (CM flag RS_CM_F_RING). Under memory pressure
+ * (rs_mem_pressure()) nothing grows, and a grown buffer moves back to
+ * RS_RX_START the same way when both ends set RS_CM_F_SHRINK: the bytes
+ * still unread in the old buffer then count against the new window, so
+ * the peer writes nothing until the reader has made room.
  *
  * The move, by the reader at the end of a recvmsg (lock_sock(), tlock),
  * never waiting for the network:
@@ -130,18 +134,40 @@ out:
 	spin_unlock_bh(&rs->lock);
 }
 
-/* The size to grow to now, or 0. Under tlock. */
-static u32 rs_rx_grow_size(struct rs_sock *rs)
+/*
+ * Under memory pressure a grown stream buffer goes back to RS_RX_START,
+ * as TCP's receive buffer is pruned (unless SO_RCVBUF set the size, and
+ * not after the peer's FIN). Cheap: at the end of every recvmsg, under
+ * lock_sock().
+ */
+static bool rs_rx_shrink_wanted(struct rs_sock *rs)
+{
+	return READ_ONCE(rs->flow.rx_size) > RS_RX_START &&
+	       READ_ONCE(rs->flow.shrink_ok) && !rs->rcvbuf_ring &&
+	       !(rs->sk.sk_userlocks & SOCK_RCVBUF_LOCK) &&
+	       !READ_ONCE(rs->fin_rcvd) && !rs->rx_new.vaddr &&
+	       !rs->rx_old.vaddr &&
+	       !(rs->rx_grow_next && time_before(jiffies, rs->rx_grow_next)) &&
+	       rs_mem_pressure();
+}
+
+/*
+ * The size to move to now, or 0: smaller when shrink (decided once, by
+ * rs_rx_tune()), else bigger unless memory is short. Under tlock.
+ */
+static u32 rs_rx_grow_size(struct rs_sock *rs, bool shrink)
 {
 	u32 size = 0;
 
-	if (rs->rx_new.vaddr || rs->rx_old.vaddr || rs_mem_pressure() ||
+	if (rs->rx_new.vaddr || rs->rx_old.vaddr ||
+	    (!shrink && rs_mem_pressure()) ||
 	    (rs->rx_grow_next && time_before(jiffies, rs->rx_grow_next)))
 		return 0;
 	spin_lock_bh(&rs->lock);
 	if (rs->transport && !rs->dead && !rs->fin_rcvd &&
 	    rs_sq_free(rs) > 2)
-		size = rs_flow_rx_grow_size(&rs->flow, rs_rx_grow_max(rs));
+		size = shrink ? rs_flow_rx_shrink_size(&rs->flow, RS_RX_START) :
+		       rs_flow_rx_grow_size(&rs->flow, rs_rx_grow_max(rs));
 	spin_unlock_bh(&rs->lock);
 	return size;
 }
@@ -178,10 +204,10 @@ static int rs_rx_offer(struct rs_sock *rs)
 	return ret;
 }
 
-/* Steps 1 and 2. Under tlock. */
-static void rs_rx_grow_tlocked(struct rs_sock *rs)
+/* Steps 1 and 2, for a bigger buffer or a smaller one. Under tlock. */
+static void rs_rx_grow_tlocked(struct rs_sock *rs, bool shrink)
 {
-	u32 size = rs_rx_grow_size(rs);
+	u32 size = rs_rx_grow_size(rs, shrink);
 	int ret;
 
 	WRITE_ONCE(rs->rx_grow_want, false);
@@ -202,14 +228,16 @@ static void rs_rx_grow_tlocked(struct rs_sock *rs)
 
 /*
  * At the end of a recvmsg: free a buffer read out, retire one whose bytes
- * are all read, and grow when the rate asked for it. Under lock_sock().
+ * are all read, grow when the rate asked for it, and shrink under memory
+ * pressure. Under lock_sock().
  */
 void rs_rx_tune(struct rs_sock *rs)
 {
 	bool retire = rs->rx_new.vaddr && rs_flow_rx_retire_due(&rs->flow);
+	bool shrink = rs_rx_shrink_wanted(rs);
 
 	if (likely(!READ_ONCE(rs->rx_grow_want) && !rs->rx_old.vaddr &&
-		   !retire))
+		   !retire && !shrink))
 		return;
 	/* torn down: the buffers are the teardown's, and stay till the end */
 	if (!READ_ONCE(rs->transport) || READ_ONCE(rs->dead))
@@ -223,8 +251,8 @@ void rs_rx_tune(struct rs_sock *rs)
 		rs_rx_retire_tlocked(rs);
 	if (rs->rx_old.vaddr)
 		rs_rx_reap_tlocked(rs);
-	if (READ_ONCE(rs->rx_grow_want))
-		rs_rx_grow_tlocked(rs);
+	if (shrink || READ_ONCE(rs->rx_grow_want))
+		rs_rx_grow_tlocked(rs, shrink);
 	mutex_unlock(&rs->tlock);
 }
 

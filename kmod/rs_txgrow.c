@@ -94,20 +94,28 @@ static u32 rs_tx_grow_size(struct rs_sock *rs)
 }
 
 /*
- * A ring that grows another: size bytes in MRs of seg bytes, counted in
- * mem_max and charged to the owner's memory cgroup. Growing is optional,
+ * A ring that replaces another: size bytes in MRs of seg bytes, counted
+ * in mem_max and charged to the owner's memory cgroup. Growing is optional,
  * so it fails rather than reclaim hard or OOM-kill. Under tlock: 0, or
  * an errno with nothing left behind.
  */
 int rs_ring_new(struct rs_sock *rs, struct rs_ring *r, u32 size,
 		enum dma_data_direction dir, u32 seg)
 {
+	const struct rs_ring *cur = dir == DMA_FROM_DEVICE ? &rs->rx : &rs->tx;
 	struct mem_cgroup *old;
 	int ret;
 
 	if (!rs->transport || READ_ONCE(rs->dead))
 		return -ECONNABORTED;
-	if (!rs_mem_charge(size))
+	/*
+	 * A smaller ring (memory pressure) frees more than it takes: it may
+	 * pass mem_max for the while, or a host at its limit (the case it
+	 * is for) could never shrink one.
+	 */
+	if (size < cur->size)
+		rs_mem_charge_force(size);
+	else if (!rs_mem_charge(size))
 		return -ENOBUFS;
 	old = rs_set_active_memcg(rs->memcg);
 	ret = rs_ring_alloc(r, size, __GFP_NORETRY | __GFP_NOWARN);

@@ -55,8 +55,10 @@
 #define RS_IMM_CREDIT_SHIFT	24
 #define RS_IMM_CREDIT_MAX	127U
 #define RS_IMM_PARITY		(1U << 31)
-#define FZ_F_KNOWN		0x03	/* RING, WSEQ */
+#define FZ_F_KNOWN		0x07	/* RING, WSEQ, SHRINK */
+#define FZ_F_RING		0x01
 #define FZ_F_WSEQ		0x02
+#define FZ_F_SHRINK		0x04
 
 enum fz_kind {
 	K_DATA, K_DDATA, K_CTL, K_SHORT, K_IMM, K_RING, K_DIRECT, K_ADVERT,
@@ -927,7 +929,8 @@ static uint8_t fz_pdata(struct fz *f, uint8_t *pd, bool bad, uint8_t *rnr,
 	case 3:
 		/*
 		 * 0x01 says we take RING (we ignore it), 0x02 that we number
-		 * our writes (we do); others are unknown
+		 * our writes (we do), 0x04 that we take a smaller RING
+		 * (ignored too); others are unknown
 		 */
 		pd[1] = 1 + fz_below(f, 255);
 		*must_fail = (pd[1] & ~FZ_F_KNOWN) != 0;
@@ -1059,8 +1062,14 @@ static int fz_client(struct fz *f, int lfd, const struct sockaddr_in *sin,
 	}
 	if (ret)
 		return -1;
-	/* the module numbers its writes exactly when we offered to */
-	if ((p->rep_flags & FZ_F_WSEQ) != (pd[1] & FZ_F_WSEQ))
+	/*
+	 * the module numbers its writes exactly when we offered to, and
+	 * takes a smaller RING only when we offered RING and that
+	 */
+	if ((p->rep_flags & FZ_F_WSEQ) != (pd[1] & FZ_F_WSEQ) ||
+	    !(p->rep_flags & FZ_F_SHRINK) !=
+	    ((pd[1] & (FZ_F_RING | FZ_F_SHRINK)) !=
+	     (FZ_F_RING | FZ_F_SHRINK)))
 		FZ_VIOLATION("REP flags %#x to REQ flags %#x", p->rep_flags,
 			     pd[1]);
 	f->wseq = pd[1] & FZ_F_WSEQ;

@@ -789,7 +789,11 @@ TEST_F_TIMEOUT(halfopen, backlog_without_rings, 120)
 enum { T_RING = 9, T_RING_ACK = 10 };
 #define PEER_RING_OFF	(512 * 1024)	/* the new buffer, in target */
 
-enum ring_case { RING_FOLLOW, RING_SMALLER, RING_ODD, RING_ACK, RING_UNASKED };
+enum ring_case { RING_FOLLOW, RING_SMALLER, RING_ODD, RING_ACK, RING_UNASKED,
+		 RING_SHRINK };
+
+#define RING_F		0x01
+#define SHRINK_F	0x04
 
 FIXTURE(ring)
 {
@@ -808,6 +812,7 @@ FIXTURE_VARIANT_ADD(ring, smaller) { .what = RING_SMALLER };
 FIXTURE_VARIANT_ADD(ring, odd) { .what = RING_ODD };
 FIXTURE_VARIANT_ADD(ring, ack) { .what = RING_ACK };
 FIXTURE_VARIANT_ADD(ring, unasked) { .what = RING_UNASKED };
+FIXTURE_VARIANT_ADD(ring, shrink) { .what = RING_SHRINK };
 
 /* The peer connects with CM flags, and gives its SETUP. */
 static void peer_accept_setup(struct __test_metadata *_metadata, int *lfd,
@@ -820,11 +825,13 @@ static void peer_accept_setup(struct __test_metadata *_metadata, int *lfd,
 	}
 }
 
-/* With RING unless unasked. */
+/* With RING unless unasked; shrink asks for a smaller RING too. */
 FIXTURE_SETUP(ring)
 {
 	peer_accept_setup(_metadata, &self->lfd, &self->s, &self->p,
-			  variant->what == RING_UNASKED ? 0 : 0x01);
+			  variant->what == RING_UNASKED ? 0 :
+			  variant->what == RING_SHRINK ? RING_F | SHRINK_F :
+			  RING_F);
 }
 
 FIXTURE_TEARDOWN(ring)
@@ -860,8 +867,9 @@ static int ring_send(struct peer *p, uint32_t size)
 			    (uintptr_t)p->target + PEER_RING_OFF, 0, 0);
 }
 
+/* The module writes a new buffer of size bytes after its RING_ACK. */
 static void ring_follow(struct __test_metadata *_metadata, int s,
-			struct peer *p)
+			struct peer *p, uint32_t size)
 {
 	char a[4096], b[4096];
 	const unsigned char *m;
@@ -874,13 +882,13 @@ static void ring_follow(struct __test_metadata *_metadata, int s,
 	ASSERT_EQ((ssize_t)sizeof(a), send(s, a, sizeof(a), 0));
 	ASSERT_EQ((int)sizeof(a), ring_write_len(p));
 	ASSERT_EQ(0, memcmp(p->target, a, sizeof(a)));
-	ASSERT_EQ(0, ring_send(p, 128 * 1024));
+	ASSERT_EQ(0, ring_send(p, size));
 	m = peer_msg(p, T_RING_ACK, 10000);
 	ASSERT_NE(NULL, m) TH_LOG("no RING_ACK");
 	EXPECT_EQ(sizeof(a), get64(m, 24)) TH_LOG("RING_ACK names the wrong byte");
 	ASSERT_EQ(0, getsockopt(s, SOL_RDMASTREAM, RDMASTREAM_INFO, &info,
 				&len));
-	EXPECT_EQ(128 * 1024, info.rsi_peer_ring);
+	EXPECT_EQ(size, info.rsi_peer_ring);
 	/* byte 4096 of the stream: offset 4096 of the new buffer */
 	ASSERT_EQ((ssize_t)sizeof(b), send(s, b, sizeof(b), 0));
 	ASSERT_EQ((int)sizeof(b), ring_write_len(p));
@@ -891,6 +899,71 @@ static void ring_follow(struct __test_metadata *_metadata, int s,
 	EXPECT_EQ(0, nb[0]);
 }
 
+/* Indirect bytes the module writes to us within ms; other messages pass. */
+static uint32_t ring_written_within(struct peer *p, int ms)
+{
+	double end = rs_now() + ms / 1000.0;
+	uint32_t total = 0;
+	struct ibv_wc wc;
+
+	while (rs_now() < end)
+		if (cq_wait(p, &wc, 50) == IBV_WC_SUCCESS &&
+		    wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM)
+			total += ntohl(wc.imm_data) & 0xffffff;
+	return total;
+}
+
+/*
+ * A RING smaller than the bytes the module has written and we have not
+ * consumed (40 KiB into 32 KiB): it writes nothing until our window
+ * update makes room, and then at the new buffer's offsets (stream byte
+ * 40 KiB at offset 8 KiB).
+ */
+static void ring_shrink(struct __test_metadata *_metadata, int s,
+			struct peer *p)
+{
+	static char a[40 * 1024];
+	char b[4096], *nb = p->target + PEER_RING_OFF;
+	struct rdmastream_info info;
+	socklen_t len = sizeof(info);
+	const unsigned char *m;
+	uint64_t cons = htobe64(sizeof(a));
+	size_t got = 0;
+	int n;
+
+	memset(a, 'a', sizeof(a));
+	memset(b, 'b', sizeof(b));
+	ASSERT_EQ((ssize_t)sizeof(a), send(s, a, sizeof(a), 0));
+	while (got < sizeof(a)) {
+		n = ring_write_len(p);
+		ASSERT_GE(n, 0) TH_LOG("%zu of %zu bytes came", got, sizeof(a));
+		got += n;
+	}
+	ASSERT_EQ(0, memcmp(p->target, a, sizeof(a)));
+	ASSERT_EQ(0, ring_send(p, 32 * 1024));
+	m = peer_msg(p, T_RING_ACK, 10000);
+	ASSERT_NE(NULL, m) TH_LOG("no RING_ACK");
+	EXPECT_EQ(sizeof(a), get64(m, 24)) TH_LOG("RING_ACK names the wrong byte");
+	ASSERT_EQ(0, getsockopt(s, SOL_RDMASTREAM, RDMASTREAM_INFO, &info,
+				&len));
+	EXPECT_EQ(32 * 1024, info.rsi_peer_ring);
+	EXPECT_EQ(0, info.rsi_errors);
+	/* 40 KiB unconsumed: no room in 32 KiB, whatever u32 says */
+	ASSERT_EQ((ssize_t)sizeof(b), send(s, b, sizeof(b), 0));
+	EXPECT_EQ(0, ring_written_within(p, 500))
+		TH_LOG("written with no room in the smaller buffer");
+	EXPECT_EQ(0, nb[0]);
+	/* we read all 40 KiB: the whole new buffer is free */
+	peer_ctl_fill(p, T_ACK, 0, 0, 0, 0);
+	memcpy(peer_ctl_buf(p) + 8, &cons, 8);
+	ASSERT_EQ(0, peer_ctl_send(p));
+	EXPECT_EQ((int)sizeof(b), ring_write_len(p));
+	EXPECT_EQ(0, memcmp(nb + 8192, b, sizeof(b)))
+		TH_LOG("byte 40 KiB is not at 8 KiB of the new buffer");
+	EXPECT_EQ(0, nb[0]);
+	EXPECT_EQ(0, p->target[sizeof(a)]) TH_LOG("the old buffer was written");
+}
+
 TEST_F(ring, wire)
 {
 	char buf[16];
@@ -899,10 +972,16 @@ TEST_F(ring, wire)
 	RS_SKIP_TCP("speaks the rdmastream wire protocol");
 	switch (variant->what) {
 	case RING_FOLLOW:
-		EXPECT_EQ(0x01, self->p.rep_flags);
-		ring_follow(_metadata, self->s, &self->p);
+		EXPECT_EQ(RING_F, self->p.rep_flags);
+		ring_follow(_metadata, self->s, &self->p, 128 * 1024);
+		return;
+	case RING_SHRINK:
+		/* smaller than the SETUP's buffer, as both ends agreed */
+		EXPECT_EQ(RING_F | SHRINK_F, self->p.rep_flags);
+		ring_shrink(_metadata, self->s, &self->p);
 		return;
 	case RING_SMALLER:
+		/* ...where only RING was agreed */
 		ASSERT_EQ(0, ring_send(&self->p, 32 * 1024));
 		break;
 	case RING_ODD:

@@ -13,7 +13,8 @@
  *  mem_max   the module's ring-memory limit refuses connections cleanly
  *            (connect() ENOBUFS, a listener rejects: ECONNREFUSED) and
  *            connections work again once others have closed; under
- *            pressure a grown send ring goes back to 64 KiB;
+ *            pressure a grown send ring goes back to 16 KiB and a grown
+ *            stream buffer to 64 KiB;
  *  orphans   beyond max_orphans, close() with unsent data resets the
  *            connection instead of leaving it to linger;
  *  uffd      a recv() blocked in its copy to a userfaultfd page that is
@@ -759,6 +760,116 @@ TEST_F_TIMEOUT(mem_max, grown_ring_shrinks, 120)
 	ASSERT_EQ(0, rs_param_set("mem_max", self->orig));
 	fill_and_drain(_metadata, fd[0], fd[1], 43);
 	EXPECT_GT(tx_ring_of(fd[0]), small) TH_LOG("no growth after");
+}
+
+static long long rx_ring_of(int fd, long long *peer)
+{
+	struct rdmastream_info info;
+	socklen_t len = sizeof(info);
+
+	if (getsockopt(fd, SOL_RDMASTREAM, RDMASTREAM_INFO, &info, &len))
+		return -1;
+	if (peer)
+		*peer = info.rsi_peer_ring;
+	return info.rsi_rx_ring;
+}
+
+/* total bytes c -> s, every byte checked */
+static void stream(struct __test_metadata *_metadata, int c, int s,
+		   uint64_t total, uint64_t key)
+{
+	struct rs_xfer tx = { .fd = c, .key = key, .total = total,
+			      .chunk = RS_MIB };
+	struct rs_xfer rx = { .fd = s, .key = key, .total = total,
+			      .chunk = RS_MIB };
+
+	ASSERT_EQ(0, rs_xfer_start(&rx, rs_receiver));
+	ASSERT_EQ(0, rs_xfer_start(&tx, rs_sender));
+	rs_xfer_join(&tx);
+	rs_xfer_join(&rx);
+	EXPECT_EQ(0, tx.err) TH_LOG("send: %s", strerror(tx.err));
+	RS_XFER_OK(&rx, "stream");
+}
+
+/*
+ * The stream buffer under pressure, as TCP prunes its receive buffer: one
+ * that grew goes back to its start size (64 KiB) at its socket's next
+ * receive, the peer learns the new size, and mem_used drops by the
+ * difference once the old buffer is read out and fenced; bytes move
+ * intact meanwhile, the buffer does not grow while the pressure lasts,
+ * and grows again after.
+ */
+TEST_F_TIMEOUT(mem_max, grown_stream_buffer_shrinks, 180)
+{
+	long long start, grown, used, after, now, peer = 0;
+	int *fd = self->fd, sndbuf = 4 << 20;
+	double end;
+	char b = 'x';
+
+	RS_SKIP_TCP("the module's ring memory limit");
+	need_root(_metadata);
+	self->orig = NEED_PARAM("mem_max");
+	rs_pair(_metadata, &fd[0], &fd[1]);
+	start = rx_ring_of(fd[1], NULL);
+	end = rs_now() + 60;
+	do
+		stream(_metadata, fd[0], fd[1], 32 * RS_MIB, rs_key(7, 0, 44));
+	while (rx_ring_of(fd[1], NULL) <= start && rs_now() < end);
+	grown = rx_ring_of(fd[1], NULL);
+	rs_info("mem_max: stream buffer %lld -> %lld", start, grown);
+	ASSERT_GT(grown, start) TH_LOG("the stream buffer did not grow");
+
+	/*
+	 * fd[0]'s send ring grew too, and under pressure would go back to
+	 * 16 KiB at its next send, and the pressure with it: SO_SNDBUF
+	 * ends its autotuning and keeps it as it is.
+	 */
+	ASSERT_EQ(0, setsockopt(fd[0], SOL_SOCKET, SO_SNDBUF, &sndbuf,
+				sizeof(sndbuf)));
+	/*
+	 * mem_max at mem_used: the pressure (above three quarters) holds
+	 * even when the buffer of the last growth goes first (half the
+	 * grown one); the smaller buffer is charged past the limit
+	 */
+	used = rs_param_get("mem_used");
+	ASSERT_EQ(0, rs_param_set("mem_max", used));
+	ASSERT_EQ(1, send(fd[0], &b, 1, 0));
+	ASSERT_EQ(1, rs_recv_all(fd[1], &b, 1, 0));
+	/*
+	 * the move takes a RING, its RING_ACK, the old buffer read out, and
+	 * its LOCAL_INV completed: each a later receive's turn
+	 */
+	end = rs_now() + fault_sec();
+	for (;;) {
+		now = rx_ring_of(fd[1], NULL);
+		rx_ring_of(fd[0], &peer);
+		after = rs_param_get("mem_used");
+		if ((now == start && peer == start &&
+		     after <= used - (grown - start)) || rs_now() > end)
+			break;
+		rs_msleep(20);
+		ASSERT_EQ(1, send(fd[0], &b, 1, 0));
+		ASSERT_EQ(1, rs_recv_all(fd[1], &b, 1, 0));
+	}
+	rs_info("mem_max: under pressure, stream buffer %lld, mem_used %lld -> %lld",
+		now, used, after);
+	EXPECT_EQ(start, now) TH_LOG("the stream buffer did not shrink");
+	EXPECT_EQ(start, peer) TH_LOG("the peer writes a %lld byte buffer",
+				      peer);
+	EXPECT_LE(after, used - (grown - start));
+
+	/* bytes move through the small buffer, which does not grow now */
+	after = rs_param_get("mem_used");
+	ASSERT_EQ(0, rs_param_set("mem_max", after));
+	stream(_metadata, fd[0], fd[1], 16 * RS_MIB, rs_key(7, 0, 45));
+	EXPECT_EQ(start, rx_ring_of(fd[1], NULL));
+
+	ASSERT_EQ(0, rs_param_set("mem_max", self->orig));
+	end = rs_now() + 60;
+	do
+		stream(_metadata, fd[0], fd[1], 32 * RS_MIB, rs_key(7, 0, 46));
+	while (rx_ring_of(fd[1], NULL) <= start && rs_now() < end);
+	EXPECT_GT(rx_ring_of(fd[1], NULL), start) TH_LOG("no growth after");
 }
 
 /* ---- orphans ---- */

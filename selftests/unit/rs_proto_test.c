@@ -66,6 +66,7 @@ struct end {
 	unsigned int peer_gen;	/* the peer buffer our WRITEs address */
 	u32 rx_max;		/* the stream buffer may grow to this */
 	unsigned int rx_grows;
+	unsigned int rx_shrinks;
 };
 
 static bool q_empty(struct queue *q)
@@ -88,7 +89,7 @@ static struct msg q_pop(struct queue *q)
 
 static struct queue wire[2];	/* wire[d]: in flight from end d */
 static struct end ends[2];
-static unsigned long total_grows, total_rx_grows;
+static unsigned long total_grows, total_rx_grows, total_rx_shrinks;
 
 /* Post everything the core allows, as rs_push_locked() does. */
 static int push(int d)
@@ -351,14 +352,34 @@ static int rx_grow(int d)
 	return push(d);
 }
 
+/*
+ * rs_rx_grow() under memory pressure: offer a smaller buffer. The bytes
+ * still unread in the old one may be more than it holds.
+ */
+static int rx_shrink(int d)
+{
+	struct end *e = &ends[d];
+	u32 size = rs_flow_rx_shrink_size(&e->f, RS_RING_MIN << rnd(3));
+
+	if (!size)
+		return 0;
+	if (!CHECK(size < e->f.rx_size && !e->rx_new, "shrink to %u", size))
+		return -1;
+	e->rx_new = calloc(1, size);
+	rs_flow_rx_offer(&e->f, size);
+	e->rx_shrinks++;
+	return push(d);
+}
+
 static void setup(u32 seed)
 {
 	u32 rings[2], nrecv[2];
-	bool ring_ok;
+	bool ring_ok, shrink_ok;
 
 	rng_state = 0x2545f4914f6cdd1dULL ^ ((u64)seed << 20) ^ seed;
 	memset(wire, 0, sizeof(wire));
 	ring_ok = rnd(4) != 0;	/* both ends negotiated RING, or neither */
+	shrink_ok = ring_ok && rnd(2);	/* ...and shrinking */
 	for (int d = 0; d < 2; d++) {
 		rings[d] = RS_RING_MIN << rnd(4);
 		nrecv[d] = RS_RECV_MIN + rnd(2) * rnd(61);
@@ -380,6 +401,7 @@ static void setup(u32 seed)
 		e->rx = calloc(1, rings[d]);
 		e->rx_cur = rings[d];
 		e->f.ring_ok = ring_ok;
+		e->f.shrink_ok = shrink_ok;
 		e->rx_max = rings[d] << rnd(4);
 		e->slots_free = nrecv[d];
 		e->limit = rnd(4) ? rnd(rnd(8) ? 1 << 17 : 1 << 20) : rnd(64);
@@ -405,7 +427,7 @@ static int step(void)
 	switch (rnd(6)) {
 	case 0:
 		if (!rnd(16))
-			return rx_grow(d);
+			return rnd(3) ? rx_grow(d) : rx_shrink(d);
 		return e->written < e->limit ? app_write(d) : 0;
 	case 1:
 		return app_read(d);
@@ -444,6 +466,7 @@ static int run_model(u32 seed)
 		printf("# seed %u: %d rounds\n", seed, rounds);
 	total_grows += ends[0].grows + ends[1].grows;
 	total_rx_grows += ends[0].rx_grows + ends[1].rx_grows;
+	total_rx_shrinks += ends[0].rx_shrinks + ends[1].rx_shrinks;
 	if (!CHECK(rounds < 5000000, "seed %u: no quiescence (livelock)", seed))
 		return -1;
 	for (int d = 0; d < 2; d++) {
@@ -853,6 +876,87 @@ static int test_rx_grow(void)
 	return 0;
 }
 
+/*
+ * Under memory pressure a grown stream buffer offers a smaller one. The
+ * bytes still unread in the old buffer count against the new window: the
+ * sender has no room, and the receiver takes no byte, until enough are
+ * read; the window never goes negative.
+ */
+static int test_rx_shrink(void)
+{
+	struct rs_flow r, t;
+	struct rs_chunk c;
+
+	rs_flow_init(&r, 64 << 10, 256 << 10, 16, 32 << 10);
+	rs_flow_set_peer(&r, 64 << 10, 16);
+	r.ready = r.setup_sent = r.ring_ok = true;
+	if (!CHECK(!rs_flow_rx_shrink_size(&r, 64 << 10), "unnegotiated"))
+		return -1;
+	r.shrink_ok = true;
+	if (!CHECK(!rs_flow_rx_shrink_size(&r, 256 << 10), "not smaller") ||
+	    !CHECK(!rs_flow_rx_shrink_size(&r, 48 << 10), "odd size") ||
+	    !CHECK(!rs_flow_rx_shrink_size(&r, 8 << 10), "below the least"))
+		return -1;
+	if (!CHECK(rs_flow_rx_shrink_size(&r, 64 << 10) == 64 << 10, "shrinks"))
+		return -1;
+	/* 200 KiB unread when the RING goes */
+	r.rx_prod = 200 << 10;
+	rs_flow_rx_offer(&r, 64 << 10);
+	if (!CHECK(!rs_flow_rx_shrink_size(&r, 64 << 10), "two at once"))
+		return -1;
+	r.ring_wanted = false;
+
+	/* the sender: a smaller RING only when negotiated */
+	rs_flow_init(&t, 256 << 10, 64 << 10, 16, 32 << 10);
+	rs_flow_set_peer(&t, 256 << 10, 16);
+	t.ready = t.setup_sent = t.ring_ok = true;
+	t.tx_head = 1 << 20;
+	t.tx_sent = t.tx_done = 200 << 10;
+	if (!CHECK(!rs_flow_on_ring(&t, 64 << 10), "smaller unnegotiated"))
+		return -1;
+	t.shrink_ok = true;
+	if (!CHECK(!rs_flow_on_ring(&t, 256 << 10), "same size") ||
+	    !CHECK(!rs_flow_on_ring(&t, 8 << 10), "below the least"))
+		return -1;
+	if (!CHECK(rs_flow_on_ring(&t, 64 << 10), "RING smaller"))
+		return -1;
+	if (!CHECK(rs_flow_next(&t, &c) == RS_TX_RING, "RING_ACK first"))
+		return -1;
+	rs_flow_ring_switch(&t);
+	/* 200 KiB unconsumed, 64 KiB buffer: no room, not 4 GiB of it */
+	if (!CHECK(rs_flow_peer_space(&t) == 0, "space %u",
+		   rs_flow_peer_space(&t)))
+		return -1;
+	if (!CHECK(rs_flow_next(&t, &c) != RS_TX_DATA, "data into no room"))
+		return -1;
+	if (!CHECK(rs_flow_on_ring_ack(&r, t.tx_sent), "RING_ACK"))
+		return -1;
+	if (!CHECK(r.rx_size == 64 << 10 && rs_flow_rx_room(&r) == 0,
+		   "room %u", rs_flow_rx_room(&r)))
+		return -1;
+	if (!CHECK(!rs_flow_on_data(&r, 1), "a byte into no room"))
+		return -1;
+	/* 180 KiB read: 20 KiB unread, 44 KiB room on both sides */
+	rs_flow_consume(&r, 180 << 10);
+	if (!CHECK(rs_flow_on_window(&t, r.rx_cons), "window"))
+		return -1;
+	if (!CHECK(rs_flow_peer_space(&t) == 44 << 10 &&
+		   rs_flow_rx_room(&r) == 44 << 10, "room %u/%u",
+		   rs_flow_peer_space(&t), rs_flow_rx_room(&r)))
+		return -1;
+	if (!CHECK(!rs_flow_on_data(&r, (44 << 10) + 1), "overrun taken") ||
+	    !CHECK(rs_flow_on_data(&r, 44 << 10), "room refused"))
+		return -1;
+	/* the old buffer goes once its last byte is read */
+	rs_flow_consume(&r, 20 << 10);
+	if (!CHECK(rs_flow_rx_retire_due(&r), "not retired"))
+		return -1;
+	rs_flow_rx_retired(&r);
+	if (!CHECK(!rs_flow_rx_shrink_size(&r, 64 << 10), "shrinks again"))
+		return -1;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	u32 cases = 3000;
@@ -870,6 +974,7 @@ int main(int argc, char **argv)
 		{ "cap", test_cap },
 		{ "grow", test_grow },
 		{ "rx_grow", test_rx_grow },
+		{ "rx_shrink", test_rx_shrink },
 	};
 
 	if (argc > 1)
@@ -891,8 +996,10 @@ int main(int argc, char **argv)
 			bad = !CHECK(0, "the send ring never grew");
 		if (!bad && cases >= 100 && !total_rx_grows)
 			bad = !CHECK(0, "no stream buffer ever grew");
-		printf("# %lu send ring growths, %lu stream buffer growths\n",
-		       total_grows, total_rx_grows);
+		if (!bad && cases >= 100 && !total_rx_shrinks)
+			bad = !CHECK(0, "no stream buffer ever shrank");
+		printf("# %lu send ring growths, %lu stream buffer growths, %lu shrinks\n",
+		       total_grows, total_rx_grows, total_rx_shrinks);
 		printf("%s %d random_model (%u cases)\n", bad ? "not ok" : "ok",
 		       ++n, cases);
 		failed += !!bad;

@@ -459,6 +459,7 @@ struct rs_sock {
 	struct timer_list probe_timer;	/* persist and keepalive probes */
 	struct work_struct teardown_work;
 	struct delayed_work orphan_work;
+	struct work_struct rx_tune_work;	/* old stream buffer: retire, free */
 };
 
 static inline struct rs_sock *rs_sk(const struct sock *sk)
@@ -542,6 +543,7 @@ extern const struct proto_ops rs_inet_ops;
 extern const struct proto_ops rs_inet6_ops;
 extern int rs_ipproto;
 extern struct workqueue_struct *rs_wq;
+extern struct workqueue_struct *rs_tune_wq;
 extern int rs_family;
 extern unsigned int rs_keepalive_secs;
 extern int rs_default_policy;
@@ -697,6 +699,9 @@ void rs_ring_drop(struct rs_sock *rs, struct rs_ring *r,
 void rs_rx_rate_locked(struct rs_sock *rs);
 void rs_rx_announced_locked(struct rs_sock *rs);
 void rs_rx_tune(struct rs_sock *rs);
+bool rs_rx_settle_due_locked(struct rs_sock *rs);
+void rs_rx_tune_later_locked(struct rs_sock *rs);
+void rs_rx_tune_work(struct work_struct *work);
 bool rs_ctrl_ring(struct rs_sock *rs, const struct rs_ctl *m);
 
 /* The buffer that holds stream byte off: the new one past the switch. */

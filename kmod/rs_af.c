@@ -135,6 +135,7 @@ void rs_sock_setup(struct sock *sk, struct socket *sock)
 	INIT_WORK(&rs->teardown_work, rs_teardown_work);
 	timer_setup(&rs->probe_timer, rs_probe_timer, 0);
 	INIT_DELAYED_WORK(&rs->orphan_work, rs_orphan_work);
+	INIT_WORK(&rs->rx_tune_work, rs_rx_tune_work);
 	rs_fb_init(rs);
 	rs_diag_link(rs);
 }

@@ -188,8 +188,12 @@ static __poll_t rs_ctrl_dispatch(struct rs_sock *rs, const struct rs_ctl *m,
 	case RS_MSG_RING:
 		return rs_ctrl_ring(rs, m) ? 0 : EPOLLERR;
 	case RS_MSG_RING_ACK:
-		return rs_flow_on_ring_ack(&rs->flow, be64_to_cpu(m->seq)) ?
-		       0 : EPOLLERR;
+		if (!rs_flow_on_ring_ack(&rs->flow, be64_to_cpu(m->seq)))
+			return EPOLLERR;
+		/* every old byte is read: no recvmsg may come to retire it */
+		if (rs_rx_settle_due_locked(rs))
+			rs_rx_tune_later_locked(rs);
+		return 0;
 	default:
 		return EPOLLERR;
 	}

@@ -193,6 +193,12 @@ module_param_cb(orphans, &rs_orphans_ops, NULL, 0444);
 MODULE_PARM_DESC(orphans, "closed sockets lingering now (read-only)");
 
 struct workqueue_struct *rs_wq;
+/*
+ * rx_tune_work takes lock_sock(), which a system call may hold for long
+ * (a copy stalled on userfaultfd): its own queue, so that such waits
+ * never hold up the teardown and fallback work on rs_wq.
+ */
+struct workqueue_struct *rs_tune_wq;
 
 struct proto rs_proto = {
 	.name		= "RDMASTREAM",
@@ -244,9 +250,14 @@ static int __init rs_init(void)
 	rs_wq = alloc_workqueue("rdmastream", WQ_PERCPU, 0);
 	if (!rs_wq)
 		return -ENOMEM;
+	rs_tune_wq = alloc_workqueue("rdmastream_tune", WQ_UNBOUND, 0);
+	if (!rs_tune_wq) {
+		ret = -ENOMEM;
+		goto free_wq;
+	}
 	ret = proto_register(&rs_proto, 1);
 	if (ret)
-		goto free_wq;
+		goto free_tune_wq;
 	/* before any socket: the counters are per network namespace */
 	ret = rs_stat_register();
 	if (ret)
@@ -285,6 +296,8 @@ unreg_stat:
 	rs_stat_unregister();
 unreg_proto:
 	proto_unregister(&rs_proto);
+free_tune_wq:
+	destroy_workqueue(rs_tune_wq);
 free_wq:
 	destroy_workqueue(rs_wq);
 	return ret;
@@ -298,6 +311,7 @@ static void __exit rs_exit(void)
 	sock_unregister(rs_family);
 	rs_stat_unregister();
 	proto_unregister(&rs_proto);
+	destroy_workqueue(rs_tune_wq);
 	destroy_workqueue(rs_wq);
 }
 

@@ -34,6 +34,9 @@
  *     old one waits in rs->rx_old, where the peer may still write;
  *  5. once the LOCAL_INV has completed (sq_done reaches rx_old_seq) the
  *     peer can reach it no more: the next recvmsg frees it.
+ * Steps 4 and 5 need no recvmsg: when the RING_ACK finds every old byte
+ * read, or the LOCAL_INV completes, the completion handler queues
+ * rx_tune_work, which does them as the reader would.
  * The teardown's drain fences whatever is left: rs_transport_destroy()
  * deregisters rx_new and rx_old and rs_transport_free_rings() frees them
  * with the rest, after any unread bytes have had their chance.
@@ -254,6 +257,49 @@ void rs_rx_tune(struct rs_sock *rs)
 	if (shrink || READ_ONCE(rs->rx_grow_want))
 		rs_rx_grow_tlocked(rs, shrink);
 	mutex_unlock(&rs->tlock);
+}
+
+/*
+ * A RING_ACK came and no byte of the old buffer is left to read (it may
+ * be retired), or its LOCAL_INV has completed (it may be freed). Under
+ * rs->lock.
+ */
+bool rs_rx_settle_due_locked(struct rs_sock *rs)
+{
+	if (rs->rx_old.vaddr)
+		return rs->sq_done >= rs->rx_old_seq;
+	return rs->rx_new.vaddr && rs->flow.rx_grow == RS_RXG_SWITCHED &&
+	       rs_flow_rx_retire_due(&rs->flow);
+}
+
+/*
+ * The completion handler found rs_rx_settle_due_locked(): the next
+ * recvmsg would retire or free the old buffer, but a connection that has
+ * gone quiet (say right after a shrink) may not receive again for long.
+ * The work does it, and what else rs_rx_tune() finds to do; a retire it
+ * could not post (no send slot) comes due again at the next completion.
+ * Under rs->lock; the work holds a reference on the socket.
+ */
+void rs_rx_tune_later_locked(struct rs_sock *rs)
+{
+	sock_hold(&rs->sk);
+	if (!queue_work(rs_tune_wq, &rs->rx_tune_work))
+		sock_put(&rs->sk);
+}
+
+void rs_rx_tune_work(struct work_struct *work)
+{
+	struct rs_sock *rs = container_of(work, struct rs_sock, rx_tune_work);
+	struct sock *sk = &rs->sk;
+
+	/*
+	 * as a recvmsg would end: a shrink that the memory pressure asked
+	 * for while this move was under way starts here too
+	 */
+	lock_sock(sk);
+	rs_rx_tune(rs);
+	release_sock(sk);
+	sock_put(sk);
 }
 
 /*

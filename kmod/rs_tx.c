@@ -558,6 +558,10 @@ void rs_send_done(struct ib_cq *cq, struct ib_wc *wc)
 		rs->probe_out = false;
 	if (s->seq + 1 > rs->sq_done)
 		WRITE_ONCE(rs->sq_done, s->seq + 1);	/* rs_tx_reapable() */
+	/* an old stream buffer to retire or free: not only at a recvmsg */
+	if (unlikely(rs->rx_old.vaddr || rs->rx_new.vaddr) &&
+	    rs_rx_settle_due_locked(rs))
+		rs_rx_tune_later_locked(rs);
 	if (s->tx_end > rs->flow.tx_done) {
 		/* the HCA is done reading: back to the CPU, then publish */
 		rs_tx_sync_done_locked(rs, rs->flow.tx_done, s->tx_end);

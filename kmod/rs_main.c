@@ -139,6 +139,8 @@ MODULE_PARM_DESC(inject_post,
  * rings reserved by connections (from the moment a connection is admitted
  * until its socket is freed). A connection that would go beyond mem_max
  * is refused: connect() fails with ENOBUFS, a listener rejects the REQ.
+ * Only a ring that replaces a bigger one under pressure passes it for a
+ * while (rs_ring_new()).
  */
 unsigned long rs_mem_max;
 module_param_named(mem_max, rs_mem_max, ulong, 0644);

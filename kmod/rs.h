@@ -296,6 +296,8 @@ struct rs_sock {
 	bool v4mapped;			/* named ::ffff:a.b.c.d: report so */
 	bool listener;			/* listen() succeeded */
 	int nodelay;			/* TCP_NODELAY, accepted and kept */
+	/* the last send could not go direct (sendfile, splice): */
+	bool tx_nodirect;		/* then no POLLOUT for an ADVERT */
 	int policy;			/* RDMASTREAM_POLICY_* */
 	u32 dthresh;			/* direct threshold, 0: module's */
 	spinlock_t lock;		/* guards the "under lock" fields */
@@ -611,7 +613,10 @@ __poll_t rs_fb_poll(struct file *file, struct rs_sock *rs);
 bool rs_fb_names(struct rs_sock *rs, struct sockaddr_storage *local,
 		 struct sockaddr_storage *peer);
 bool rs_fb_queues(struct rs_sock *rs, u32 *rqueue, u32 *wqueue);
-int rs_fb_connect(struct rs_sock *rs, struct sockaddr *addr, int flags);
+int rs_fb_connect(struct rs_sock *rs, struct sockaddr *addr, int flags,
+		  bool started);
+bool rs_fb_retry(struct rs_sock *rs);
+void rs_fb_precreate(struct rs_sock *rs, const struct sockaddr *addr);
 int rs_fb_connect_start(struct rs_sock *rs, struct sockaddr *addr, int err);
 void rs_fb_arm(struct rs_sock *rs);
 bool rs_fb_cm_fail(struct rs_sock *rs, struct rdma_cm_event *ev, int err);
@@ -634,6 +639,11 @@ int rs_fb_set(struct socket *sock, int level, int optname,
 int rs_fb_get(struct socket *sock, int level, int optname,
 	      char __user *optval, int __user *optlen);
 void rs_fb_keepalive(struct rs_sock *rs, int on);
+
+/* rs_fbopt.c */
+int rs_fbopt_set_ok(int level, int optname);
+int rs_fbopt_get_ok(int level, int optname);
+bool rs_fbopt_ioctl_ok(unsigned int cmd);
 
 /* rs_inet.c */
 int rs_inet_check(void);

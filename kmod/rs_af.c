@@ -707,6 +707,7 @@ static int rs_connect_start(struct rs_sock *rs, struct sockaddr *addr,
 	sk->sk_err = 0;
 	rs_set_state(sk, TCP_SYN_SENT);
 	rs_fb_set_dst(rs, addr);
+	rs_fb_precreate(rs, addr);
 	err = rdma_resolve_addr(rs->cm_id, NULL, addr, RS_RESOLVE_MS);
 	if (!err) {
 		rs_stat_inc(sk, RS_EV_ACTIVE_OPENS);
@@ -719,6 +720,44 @@ static int rs_connect_start(struct rs_sock *rs, struct sockaddr *addr,
 	}
 out:
 	mutex_unlock(&rs->tlock);
+	return err;
+}
+
+/*
+ * This host by a loopback or unspecified address: no RDMA device serves
+ * it (a REQ there never leaves the host), so it goes to TCP like any
+ * destination without one, or fails at once with fallback forbidden.
+ */
+static bool rs_dst_local_only(const struct sockaddr *addr)
+{
+	const struct in6_addr *a6;
+	__be32 a4;
+
+	if (addr->sa_family == AF_INET6) {
+		a6 = &((const struct sockaddr_in6 *)addr)->sin6_addr;
+		return ipv6_addr_loopback(a6) || ipv6_addr_any(a6);
+	}
+	a4 = ((const struct sockaddr_in *)addr)->sin_addr.s_addr;
+	return ipv4_is_loopback(a4) || a4 == htonl(INADDR_ANY);
+}
+
+/*
+ * Choose the path of an active open: TCP (1, forced, or no RDMA device
+ * for the destination) or RDMA (0, started), or a negative errno.
+ */
+static int rs_connect_begin(struct rs_sock *rs, struct sockaddr *addr,
+			    struct rdma_cm_id **stale)
+{
+	int err;
+
+	if (rs_dst_local_only(addr))
+		return rs_fb_connect_start(rs, addr, -ENODEV) ? : -EHOSTUNREACH;
+	err = rs_fb_connect_start(rs, addr, 0);
+	if (err)
+		return err;
+	err = rs_connect_start(rs, addr, stale);
+	if (err)
+		err = rs_fb_connect_start(rs, addr, err) ? : err;
 	return err;
 }
 
@@ -746,13 +785,11 @@ static int rs_connect(struct socket *sock, struct rs_sockaddr_arg *uaddr,
 			   &mapped);
 	if (err)
 		return err;
-	if (rs_fbc(rs))
-		return rs_fb_connect(rs, addr, flags);
 	lock_sock(sk);
-	if (rs_fbc(rs)) {
-		/* another connect() fell back while we took the lock */
+	if (!rs_fb_retry(rs)) {
+		/* over TCP (another connect() may have fallen back meanwhile) */
 		release_sock(sk);
-		return rs_fb_connect(rs, addr, flags);
+		return rs_fb_connect(rs, addr, flags, false);
 	}
 	switch (sock->state) {
 	case SS_CONNECTED:
@@ -771,18 +808,12 @@ static int rs_connect(struct socket *sock, struct rs_sockaddr_arg *uaddr,
 		err = rs_dst_family(rs, addr);
 		if (err)
 			goto out;
-		err = rs_fb_connect_start(rs, addr, 0);
-		if (!err) {
-			err = rs_connect_start(rs, addr, &stale);
-			if (err)
-				err = rs_fb_connect_start(rs, addr, err) ? :
-				      err;
-		}
+		err = rs_connect_begin(rs, addr, &stale);
 		if (err == 1) {
 			/* over TCP from the start: TCP's connect() */
 			rs->v4mapped |= mapped;
 			rs_connect_unlock(rs, stale);
-			return rs_fb_connect(rs, addr, flags);
+			return rs_fb_connect(rs, addr, flags, true);
 		}
 		if (err)
 			goto out;
@@ -804,7 +835,7 @@ static int rs_connect(struct socket *sock, struct rs_sockaddr_arg *uaddr,
 	if (rs_fbc(rs)) {
 		/* fell back while we waited: TCP's connect() finishes it */
 		rs_connect_unlock(rs, stale);
-		return rs_fb_connect(rs, NULL, flags);
+		return rs_fb_connect(rs, NULL, flags, true);
 	}
 	if (!rs_state_open(sk->sk_state)) {
 		err = sock_error(sk) ? : -ECONNABORTED;
@@ -934,10 +965,12 @@ static int rs_ioctl(struct socket *sock, unsigned int cmd, unsigned long arg)
 {
 	struct sock *sk = sock->sk;
 	struct rs_sock *rs = rs_sk(sk);
+	struct socket *fb = rs_fbc(rs);
 	int answ;
 
-	if (rs_fbc(rs))
-		return rs_fbc(rs)->ops->ioctl(rs_fbc(rs), cmd, arg);
+	if (fb)
+		return rs_fbopt_ioctl_ok(cmd) ?
+		       fb->ops->ioctl(fb, cmd, arg) : -ENOIOCTLCMD;
 	switch (cmd) {
 	case SIOCINQ:
 		if (sk->sk_state == TCP_LISTEN)

@@ -144,7 +144,9 @@ static void rs_fb_state_change(struct sock *tsk)
 			WRITE_ONCE(rs->established, true);
 		else if (state == TCP_CLOSE && !READ_ONCE(rs->established))
 			rs_stat_inc(&rs->sk, RS_EV_ATTEMPT_FAILS);
-		rs_set_state(&rs->sk, state);
+		/* before it is published, rs_fb_start() mirrors it */
+		if (rs_fbc(rs) == tsk->sk_socket)
+			rs_set_state(&rs->sk, state);
 		rs_wake(&rs->sk, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLHUP |
 			EPOLLERR | EPOLLRDNORM | EPOLLWRNORM);
 	}
@@ -398,26 +400,31 @@ static void rs_fb_sync_locked(struct rs_sock *rs, struct sock *tsk)
 }
 
 /*
- * A kernel TCP socket in our netns. Kernel sockets hold no reference on
- * their netns, but a closed TCP socket may outlive ours (FIN_WAIT,
- * TIME_WAIT) and its timers need it: take one, as MPTCP's subflows do.
+ * The TCP socket, in our netns, made as the program's own TCP socket
+ * would be: in the caller's context (bind(), connect()), never in a
+ * worker, and as a user socket (kern 0). It thus carries the caller's
+ * uid (/proc/net/tcp, SO_PEERCRED-style owner checks), cgroup (cgroup-BPF
+ * sock_create, connect and egress programs, systemd IPAddressDeny=),
+ * memory cgroup and LSM label, passes security_socket_create(), and
+ * holds its netns as any user socket does (a closed TCP socket may
+ * outlive ours in FIN_WAIT or TIME_WAIT). No kernel-only path (a ULP
+ * that trusts kernel sockets) can be reached through it.
  */
 static int rs_fb_create(struct rs_sock *rs, int family)
 {
 	struct sock *sk = &rs->sk;
-	struct net *net = sock_net(sk);
 	struct socket *s;
 	struct sock *tsk;
 	int err;
 
-	err = sock_create_kern(net, family, SOCK_STREAM, IPPROTO_TCP, &s);
+	if (WARN_ON_ONCE(current->flags & PF_KTHREAD))
+		return -EINVAL;
+	err = __sock_create(sock_net(sk), family, SOCK_STREAM, IPPROTO_TCP,
+			    &s, 0);
 	if (err)
 		return err;
 	tsk = s->sk;
 	lock_sock(tsk);
-	tsk->sk_net_refcnt = 1;
-	rs_sk_get_net(tsk, net);
-	rs_sock_inuse_add(net, 1);
 	tsk->sk_reuse = sk->sk_reuse;
 	tsk->sk_bound_dev_if = sk->sk_bound_dev_if;
 	tsk->sk_mark = sk->sk_mark;
@@ -456,14 +463,19 @@ static struct socket *rs_fb_take(struct rs_sock *rs)
 }
 
 /*
- * From now on our ops forward to s (hooked and complete). Its sock is
- * held until our destruct: sock_diag, holding only our socket, may read
- * it after close() has released s (rs_fb_sk()).
+ * From now on our ops forward to s (hooked, its handshake started). Its
+ * sock is held until our destruct: sock_diag, holding only our socket,
+ * may read it after close() has released s (rs_fb_sk()). rs->fb is
+ * never replaced before close, so a socket published again (connect()
+ * after a failed handshake) is the same one, held once.
  */
 static void rs_fb_publish(struct rs_sock *rs, struct socket *s)
 {
-	sock_hold(s->sk);
-	rs->fb_sk = s->sk;
+	if (!rs->fb_sk) {
+		sock_hold(s->sk);
+		rs->fb_sk = s->sk;
+	}
+	WARN_ON_ONCE(rs->fb_sk != s->sk);
 	/* pairs with rs_fbc() */
 	smp_store_release(&rs->fbc, s);
 }
@@ -514,13 +526,23 @@ int rs_fb_bind(struct rs_sock *rs, struct sockaddr *addr)
  * it (autobound, or fallback allowed only since), none with fallback
  * forbidden. Under lock_sock() and tlock.
  */
+static bool rs_fb_bound(struct socket *s)
+{
+	return READ_ONCE(inet_sk(s->sk)->inet_num);
+}
+
 int rs_fb_reserve(struct rs_sock *rs)
 {
-	if (READ_ONCE(rs->fb_mode) == RDMASTREAM_FALLBACK_NEVER) {
-		if (rs->fb)
-			sock_release(rs_fb_take(rs));
+	/*
+	 * With fallback forbidden a TCP socket made at bind() stays, bound
+	 * but not listening: accept() and poll() read rs->fb without our
+	 * lock, so it lives until close (rs_fb_release()).
+	 */
+	if (READ_ONCE(rs->fb_mode) == RDMASTREAM_FALLBACK_NEVER)
 		return 0;
-	}
+	/* one made for a connect() that failed at once: never used */
+	if (rs->fb && !rs->fb_sk && !rs_fb_bound(rs->fb))
+		sock_release(rs_fb_take(rs));
 	if (rs->fb)
 		return 0;
 	return rs_fb_bind(rs, (struct sockaddr *)
@@ -537,7 +559,8 @@ int rs_fb_listen(struct rs_sock *rs, int backlog)
 {
 	int err;
 
-	if (!rs->fb)
+	if (!rs->fb || READ_ONCE(rs->fb_mode) == RDMASTREAM_FALLBACK_NEVER ||
+	    !rs_fb_bound(rs->fb))
 		return 0;
 	/* TCP's children inherit these from its listener */
 	rs_fb_apply(rs, rs->fb->sk);
@@ -607,6 +630,8 @@ int rs_fb_accept(struct rs_sock *lrs, struct socket *newsock)
 	return 0;
 }
 
+static void rs_fb_mirror(struct rs_sock *rs, struct socket *fb);
+
 static const enum rs_ev rs_fb_ev[] = {
 	[RDMASTREAM_FB_FORCED] = RS_EV_FB_FORCED,
 	[RDMASTREAM_FB_NO_DEVICE] = RS_EV_FB_NO_DEVICE,
@@ -616,34 +641,112 @@ static const enum rs_ev rs_fb_ev[] = {
 };
 
 /*
- * The TCP socket becomes the connection; ops forward from now on. Under
- * tlock. A bound TCP socket (rs_fb_bind()) is used as it is.
+ * The TCP socket is to become the connection: told what our socket was
+ * told, where to go, and hooked; not yet published. It was made in the
+ * caller's context (rs_fb_create(): at bind(), or at connect() when the
+ * attempt may fall back). Under tlock.
  */
 static int rs_fb_prepare(struct rs_sock *rs, const struct sockaddr *addr,
 			 u8 reason)
 {
-	int err;
-
 	if (rs->fb_closed)
 		return -EBADF;
-	if (rs_fbc(rs))		/* another connect() got there first */
-		return 0;
-	if (!rs->fb) {
-		err = rs_fb_create(rs, addr->sa_family);
-		if (err)
-			return err;
-	}
+	if (!rs->fb)
+		return -ENOTCONN;
 	rs_fb_apply(rs, rs->fb->sk);
 	memset(&rs->fb_dst, 0, sizeof(rs->fb_dst));
 	memcpy(&rs->fb_dst, addr, rs_fb_addr_len(addr));
 	rs_fb_addr_for(rs->fb, &rs->fb_dst);
 	rs->fb_reason = reason;
-	err = rs_fb_hook(rs, rs->fb->sk, false, NULL);
-	if (err)
+	return rs_fb_hook(rs, rs->fb->sk, false, NULL);
+}
+
+/* Waiters only: whatever they wait for, poll() tells them what is new. */
+static void rs_fb_rewake(struct rs_sock *rs)
+{
+	struct socket_wq *wq;
+
+	rcu_read_lock();
+	wq = rcu_dereference(rs->sk.sk_wq);
+	if (skwq_has_sleeper(wq))
+		wake_up_interruptible_all(&wq->wait);
+	rcu_read_unlock();
+}
+
+/*
+ * Start TCP's handshake, then publish (ops forward from then on): what
+ * is published is a socket in SYN_SENT or past it, or one whose error
+ * is set, never an unconnected one (whose poll would say POLLOUT and
+ * POLLHUP, and send EPIPE). A handshake refused at once (no route, a
+ * cgroup-BPF connect program) leaves the socket unhooked and ours as it
+ * was: the caller reports the error. Under tlock.
+ */
+static int rs_fb_start(struct rs_sock *rs)
+{
+	struct socket *fb = rs->fb;
+	int err;
+
+	rs_fb_sync(rs, fb->sk);
+	err = kernel_connect(fb, (struct rs_sockaddr_arg *)&rs->fb_dst,
+			     rs_fb_addr_len((struct sockaddr *)&rs->fb_dst),
+			     O_NONBLOCK);
+	if (err && err != -EINPROGRESS) {
+		rs_fb_unhook(rs, fb->sk);
 		return err;
-	rs_fb_publish(rs, rs->fb);
-	rs_stat_inc(&rs->sk, rs_fb_ev[reason]);
+	}
+	rs_fb_publish(rs, fb);
+	rs_stat_inc(&rs->sk, rs_fb_ev[rs->fb_reason]);
+	rs_fb_mirror(rs, fb);
+	/*
+	 * TCP's callbacks wake our waiters from now on; those they woke
+	 * before (a handshake over loopback is done within kernel_connect())
+	 * found nothing published yet and wait again: wake them once more.
+	 */
+	rs_fb_rewake(rs);
 	return 0;
+}
+
+/*
+ * A socket whose handshake over TCP failed before it was ever up (TCP
+ * has reported the error and lets it connect again) decides its path
+ * afresh at the next connect(), as if it had never fallen back: RDMA
+ * may be there now (a server that was starting). The TCP socket stays,
+ * unhooked, for a later fallback: calls that still hold it find a closed
+ * TCP socket. Under lock_sock(). True when the socket is no longer over
+ * TCP.
+ */
+bool rs_fb_retry(struct rs_sock *rs)
+{
+	struct socket *fb = rs_fbc(rs);
+	bool retry;
+
+	if (!fb || READ_ONCE(rs->fb_mode) == RDMASTREAM_FALLBACK_FORCE)
+		return !fb;
+	mutex_lock(&rs->tlock);
+	retry = !rs->established && !READ_ONCE(rs->sk.sk_err) &&
+		fb->state == SS_UNCONNECTED &&
+		inet_sk_state_load(fb->sk) == TCP_CLOSE;
+	if (retry) {
+		rs_fb_unhook(rs, fb->sk);
+		/* pairs with rs_fbc(): ops stop forwarding */
+		smp_store_release(&rs->fbc, NULL);
+		rs->fb_reason = RDMASTREAM_FB_NONE;
+	}
+	mutex_unlock(&rs->tlock);
+	return retry;
+}
+
+/*
+ * connect() that may fall back later, from a worker (fallback_ms, a
+ * reject): the TCP socket is made now, in the caller's context. A
+ * caller who may not make one (an LSM or cgroup-BPF sock_create program
+ * says no) keeps RDMA alone. Under tlock.
+ */
+void rs_fb_precreate(struct rs_sock *rs, const struct sockaddr *addr)
+{
+	if (rs->fb || READ_ONCE(rs->fb_mode) != RDMASTREAM_FALLBACK_AUTO)
+		return;
+	rs_fb_create(rs, addr->sa_family);
 }
 
 /*
@@ -663,7 +766,8 @@ static void rs_fb_mirror(struct rs_sock *rs, struct socket *fb)
  * destination for a TCP socket that may connect again; a connecting or
  * connected one ignores it, as TCP does. Without lock_sock().
  */
-int rs_fb_connect(struct rs_sock *rs, struct sockaddr *addr, int flags)
+int rs_fb_connect(struct rs_sock *rs, struct sockaddr *addr, int flags,
+		  bool started)
 {
 	struct socket *fb = rs_fbc(rs);
 	struct sockaddr_storage ss = { };
@@ -680,6 +784,9 @@ int rs_fb_connect(struct rs_sock *rs, struct sockaddr *addr, int flags)
 	/* the error moved to us (rs_fb_error_report()): TCP says ABORTED */
 	if (err == -ECONNABORTED && READ_ONCE(rs->sk.sk_err))
 		err = rs_fb_error(rs);
+	/* the handshake this call started: TCP's first connect() says so */
+	if (started && err == -EALREADY)
+		err = -EINPROGRESS;
 	rs_fb_mirror(rs, fb);
 	return err;
 }
@@ -695,7 +802,7 @@ int rs_fb_connect_start(struct rs_sock *rs, struct sockaddr *addr, int err)
 	int mode = READ_ONCE(rs->fb_mode);
 	u8 reason;
 
-	if (!err && mode == RDMASTREAM_FALLBACK_FORCE)
+	if (mode == RDMASTREAM_FALLBACK_FORCE)
 		reason = RDMASTREAM_FB_FORCED;
 	else if (mode == RDMASTREAM_FALLBACK_AUTO &&
 		 (err == -ENETUNREACH || err == -EADDRNOTAVAIL ||
@@ -704,7 +811,11 @@ int rs_fb_connect_start(struct rs_sock *rs, struct sockaddr *addr, int err)
 	else
 		return 0;
 	mutex_lock(&rs->tlock);
-	err = rs_fb_prepare(rs, addr, reason);
+	err = rs->fb ? 0 : rs_fb_create(rs, addr->sa_family);
+	if (!err)
+		err = rs_fb_prepare(rs, addr, reason);
+	if (!err)
+		err = rs_fb_start(rs);
 	mutex_unlock(&rs->tlock);
 	if (err)
 		return err;
@@ -749,7 +860,7 @@ static void rs_fb_timeout(struct work_struct *work)
 
 	mutex_lock(&rs->tlock);
 	spin_lock_bh(&rs->lock);
-	silent = !rs->torn && rs->cm_id && !rs->established &&
+	silent = !rs->torn && rs->cm_id && !rs->established && rs->fb &&
 		 !rs->parent && sk->sk_state == TCP_SYN_SENT;
 	spin_unlock_bh(&rs->lock);
 	/*
@@ -803,7 +914,7 @@ bool rs_fb_cm_fail(struct rs_sock *rs, struct rdma_cm_event *ev, int err)
 {
 	u8 reason;
 
-	if (rs->parent || rs->sk.sk_state != TCP_SYN_SENT ||
+	if (rs->parent || rs->sk.sk_state != TCP_SYN_SENT || !rs->fb ||
 	    READ_ONCE(rs->fb_mode) != RDMASTREAM_FALLBACK_AUTO)
 		return false;
 	reason = ev ? rs_fb_reason_of(ev) : RDMASTREAM_FB_NO_DEVICE;
@@ -830,26 +941,9 @@ void rs_fb_after_teardown(struct rs_sock *rs)
 	rs->fb_pending = false;
 	memcpy(&dst, &rs->fb_dst, sizeof(dst));
 	err = rs_fb_prepare(rs, (struct sockaddr *)&dst, rs->fb_reason);
-	if (!err) {
-		err = kernel_connect(rs->fbc,
-				     (struct rs_sockaddr_arg *)&rs->fb_dst,
-				     rs_fb_addr_len((struct sockaddr *)
-						    &rs->fb_dst), O_NONBLOCK);
-		/*
-		 * fbc is published: a connect() of the user's may have
-		 * started TCP's connect first (EALREADY, EISCONN): fine
-		 */
-		if (err == -EINPROGRESS || err == -EALREADY ||
-		    err == -EISCONN)
-			err = 0;
-	}
-	if (err == -EBADF) {		/* closed meanwhile */
-		mutex_unlock(&rs->tlock);
-		return;
-	}
-	if (!err) {
-		/* TCP's callbacks wake our waiters from now on */
-		rs_fb_mirror(rs, rs->fbc);
+	if (!err)
+		err = rs_fb_start(rs);
+	if (!err || err == -EBADF) {	/* over TCP, or closed meanwhile */
 		mutex_unlock(&rs->tlock);
 		return;
 	}
@@ -1013,14 +1107,28 @@ int rs_fb_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
 
 	rs_fb_wait(rs, &timeo);
 	fb = rs_fbc(rs);
-	if (!fb)
-		return rs_sendmsg(sock, msg, len);
-	ret = rs_fb_error(rs);
-	if (ret)
-		return ret;
-	rs_fb_sync(rs, fb->sk);
 	flags = msg->msg_flags;
 	msg->msg_flags |= MSG_NOSIGNAL;
+	if (!fb) {
+		ret = rs_sendmsg(sock, msg, len);
+		fb = rs_fbc(rs);
+		/*
+		 * EPIPE from a handshake that went to TCP meanwhile (its
+		 * socket published after we looked): TCP's send instead
+		 */
+		if (ret != -EPIPE || !fb) {
+			msg->msg_flags = flags;
+			if (ret == -EPIPE && !(flags & MSG_NOSIGNAL))
+				send_sig(SIGPIPE, current, 0);
+			return ret;
+		}
+	}
+	ret = rs_fb_error(rs);
+	if (ret) {
+		msg->msg_flags = flags;
+		return ret;
+	}
+	rs_fb_sync(rs, fb->sk);
 	ret = fb->ops->sendmsg(fb, msg, len);
 	msg->msg_flags = flags;
 	return rs_fb_send_err(rs, ret, flags);
@@ -1080,27 +1188,6 @@ int rs_fb_shutdown(struct socket *sock, int how)
 	if (!fb)
 		return rs_shutdown(sock, how);
 	return fb->ops->shutdown(fb, how);
-}
-
-/* SOL_RDMASTREAM stays ours; SOL_TCP, SOL_IP... go to TCP once over it. */
-int rs_fb_set(struct socket *sock, int level, int optname,
-		     sockptr_t optval, unsigned int optlen)
-{
-	struct socket *fb = rs_fbc(rs_sk(sock->sk));
-
-	if (!fb || level == SOL_RDMASTREAM)
-		return rs_setsockopt(sock, level, optname, optval, optlen);
-	return fb->ops->setsockopt(fb, level, optname, optval, optlen);
-}
-
-int rs_fb_get(struct socket *sock, int level, int optname,
-		     char __user *optval, int __user *optlen)
-{
-	struct socket *fb = rs_fbc(rs_sk(sock->sk));
-
-	if (!fb || level == SOL_RDMASTREAM)
-		return rs_getsockopt(sock, level, optname, optval, optlen);
-	return fb->ops->getsockopt(fb, level, optname, optval, optlen);
 }
 
 /*

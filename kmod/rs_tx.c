@@ -487,7 +487,8 @@ u32 rs_tx_space(struct rs_sock *rs)
 /*
  * Poll's EPOLLOUT: a send would make progress now, and more than a byte
  * of it. Send-ring space above rs_tx_writeable()'s threshold, or an
- * ADVERT a direct send can write into at once.
+ * ADVERT a direct send can write into at once, unless the writer sends
+ * pages (sendfile, splice), which never go direct.
  */
 bool rs_tx_poll_writeable(struct rs_sock *rs)
 {
@@ -497,6 +498,7 @@ bool rs_tx_poll_writeable(struct rs_sock *rs)
 	if (rs_tx_reapable(rs))
 		return true;
 	return rs_policy(rs) != RDMASTREAM_POLICY_INDIRECT_ONLY &&
+	       !READ_ONCE(rs->tx_nodirect) &&
 	       READ_ONCE(rs->dtx.count) && rs_dsend_ready(rs);
 }
 
@@ -808,6 +810,9 @@ static int rs_send(struct socket *sock, struct msghdr *msg, size_t len,
 		err = rs_send_error(rs);
 	direct = rs_policy(rs) != RDMASTREAM_POLICY_INDIRECT_ONLY &&
 		 user_backed_iter(&msg->msg_iter);
+	/* poll() answers for the kind of call the writer makes */
+	if (READ_ONCE(rs->tx_nodirect) == user_backed_iter(&msg->msg_iter))
+		WRITE_ONCE(rs->tx_nodirect, !user_backed_iter(&msg->msg_iter));
 	while (!err && copied < len) {
 		if (direct) {
 			ret = rs_dsend(rs, msg, min_t(size_t, len - copied,

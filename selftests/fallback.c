@@ -9,7 +9,11 @@
  */
 #include "rs_common.h"
 
+#include <grp.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <linux/bpf.h>
 #include <linux/netlink.h>
 #include <linux/sock_diag.h>
 #include <rdma/rdma_cma.h>
@@ -1138,6 +1142,451 @@ TEST_F(fb, options_after_bind)
 	close(cfd);
 	close(sfd);
 	close(fd);
+}
+
+/*
+ * Run fn(arg) in a child, as uid/gid 65534 (nobody) if asked; its exit
+ * status: 0 when every check passed, else the number of the first that
+ * failed.
+ */
+static int fb_child(int (*fn)(void *arg), void *arg, bool nobody)
+{
+	pid_t pid = fork();
+	int st;
+
+	if (pid < 0)
+		return -1;
+	if (!pid) {
+		if (nobody &&
+		    (setgroups(0, NULL) || setgid(65534) || setuid(65534)))
+			_exit(100);
+		_exit(fn(arg));
+	}
+	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+		return -2;
+	return WEXITSTATUS(st);
+}
+
+/* setsockopt(level, name) of a string; 0 or errno */
+static int fb_set_str(int fd, int level, int name, const char *v)
+{
+	return setsockopt(fd, level, name, v, strlen(v)) ? errno : 0;
+}
+
+static int fb_set_int(int fd, int level, int name, int v)
+{
+	return rs_setint(fd, level, name, v) ? errno : 0;
+}
+
+/* A connected socket over TCP (forced) to a plain TCP listener. */
+static int fb_forced_to(const struct sockaddr_in *sin)
+{
+	int fd = fb_socket(RDMASTREAM_FALLBACK_FORCE);
+
+	if (fd < 0 || connect(fd, (const struct sockaddr *)sin, sizeof(*sin))) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * The options a socket over TCP passes on are TCP's everyday ones; no
+ * ULP, repair mode, MD5 or fast open reaches the TCP socket the module
+ * holds, with the errno TCP gives when it cannot honour them. As root
+ * ("tls" autoloads for root: a module that passes TCP_ULP on says 0).
+ */
+TEST_F(fb, tcp_options_allowlist)
+{
+	struct tcp_md5sig md5 = { };
+	struct sockaddr_in sin;
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+	int lfd, cfd, sfd, v;
+	char cc[16] = "", c;
+
+	lfd = tcp_listener(_metadata, &sin);
+	cfd = fb_forced_to(&sin);
+	ASSERT_LE(0, cfd);
+	sfd = rs_accept(_metadata, lfd);
+	EXPECT_EQ(ENOENT, fb_set_str(cfd, SOL_TCP, TCP_ULP, "tls"));
+	EXPECT_EQ(ENOENT, fb_set_str(cfd, SOL_TCP, TCP_ULP, "mptcp"));
+	EXPECT_EQ(EPERM, fb_set_int(cfd, SOL_TCP, TCP_REPAIR, 1));
+	EXPECT_EQ(EPERM, fb_set_int(cfd, SOL_TCP, TCP_REPAIR_QUEUE, 1));
+	EXPECT_EQ(ENOPROTOOPT, setsockopt(cfd, SOL_TCP, TCP_MD5SIG, &md5,
+					  sizeof(md5)) ? errno : 0);
+	EXPECT_EQ(ENOPROTOOPT, fb_set_int(cfd, SOL_TCP, TCP_FASTOPEN, 5));
+	EXPECT_EQ(ENOPROTOOPT,
+		  fb_set_int(cfd, SOL_TCP, TCP_FASTOPEN_CONNECT, 1));
+	EXPECT_EQ(ENOPROTOOPT, fb_set_int(cfd, SOL_IP, IP_TRANSPARENT, 1));
+	EXPECT_EQ(ENOPROTOOPT, fb_set_int(cfd, SOL_TCP, 9999, 1));
+	/* what TCP's users rely on is TCP's */
+	EXPECT_EQ(0, fb_set_int(cfd, SOL_TCP, TCP_KEEPIDLE, 77));
+	EXPECT_EQ(77, rs_getint(cfd, SOL_TCP, TCP_KEEPIDLE));
+	EXPECT_EQ(0, fb_set_int(cfd, SOL_TCP, TCP_USER_TIMEOUT, 4321));
+	EXPECT_EQ(4321, rs_getint(cfd, SOL_TCP, TCP_USER_TIMEOUT));
+	EXPECT_EQ(0, fb_set_int(cfd, SOL_TCP, TCP_CORK, 0));
+	EXPECT_EQ(0, fb_set_int(cfd, SOL_IP, IP_TOS, 0x10));
+	EXPECT_EQ(0x10, rs_getint(cfd, SOL_IP, IP_TOS));
+	EXPECT_EQ(0, fb_set_str(cfd, SOL_TCP, TCP_CONGESTION, "reno"));
+	len = sizeof(cc);
+	EXPECT_EQ(0, getsockopt(cfd, SOL_TCP, TCP_CONGESTION, cc, &len));
+	EXPECT_STREQ("reno", cc);
+	len = sizeof(ti);
+	ASSERT_EQ(0, getsockopt(cfd, SOL_TCP, TCP_INFO, &ti, &len));
+	EXPECT_EQ(TCP_ESTABLISHED, ti.tcpi_state);
+	EXPECT_EQ(0, ioctl(cfd, SIOCINQ, &v));
+	EXPECT_EQ(0, v);
+	/* and the connection carries data as before */
+	EXPECT_EQ(1, send(cfd, "x", 1, 0));
+	EXPECT_EQ(1, recv(sfd, &c, 1, 0));
+	EXPECT_EQ(1, send(sfd, "y", 1, 0));
+	EXPECT_EQ(1, recv(cfd, &c, 1, 0));
+	close(cfd);
+	close(sfd);
+	close(lfd);
+}
+
+/*
+ * The sequence that panicked a host with the module merely installed:
+ * an unprivileged user attaches MPTCP's ULP to the fallback's TCP
+ * socket and sends. TCP_ULP is refused; the byte crosses.
+ */
+static int fb_ulp_nobody(void *arg)
+{
+	const struct sockaddr_in *sin = arg;
+	int fd = fb_forced_to(sin);
+
+	if (fd < 0)
+		return 1;
+	if (fb_set_str(fd, SOL_TCP, TCP_ULP, "mptcp") != ENOENT)
+		return 2;
+	if (fb_set_str(fd, SOL_TCP, TCP_ULP, "tls") != ENOENT)
+		return 3;
+	if (send(fd, "x", 1, 0) != 1)
+		return 4;
+	close(fd);
+	return 0;
+}
+
+TEST_F(fb, ulp_as_nobody)
+{
+	struct sockaddr_in sin;
+	int lfd, sfd, ret;
+	char c;
+
+	lfd = tcp_listener(_metadata, &sin);
+	ret = fb_child(fb_ulp_nobody, &sin, true);
+	EXPECT_EQ(0, ret) TH_LOG("check %d failed", ret);
+	sfd = rs_accept(_metadata, lfd);
+	EXPECT_EQ(1, recv(sfd, &c, 1, 0));
+	close(sfd);
+	close(lfd);
+}
+
+/* uid of the /proc/net/tcp entry whose local port is lport, or -1 */
+static long fb_proc_tcp_uid(unsigned short lport, unsigned short rport)
+{
+	FILE *f = fopen("/proc/net/tcp", "r");
+	unsigned int lp, rp;
+	char line[512];
+	long uid = -1, u;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, " %*d: %*x:%x %*x:%x %*x %*x:%*x %*x:%*x %*x %ld",
+			   &lp, &rp, &u) == 3 && lp == lport && rp == rport)
+			uid = u;
+	fclose(f);
+	return uid;
+}
+
+/* the caller's uid on the TCP connection a reject fell back to */
+static int fb_reject_uid(void *arg)
+{
+	const struct sockaddr_in *sin = arg;
+	struct sockaddr_in me;
+	socklen_t len = sizeof(me);
+	int fd = fb_socket(RDMASTREAM_FALLBACK_AUTO);
+
+	if (fd < 0 || connect(fd, (const struct sockaddr *)sin, sizeof(*sin)))
+		return 1;
+	if (fb_reason(fd) != RDMASTREAM_FB_REJECTED)
+		return 2;
+	if (getsockname(fd, (struct sockaddr *)&me, &len))
+		return 3;
+	if (fb_proc_tcp_uid(ntohs(me.sin_port), ntohs(sin->sin_port)) != 65534)
+		return 4;
+	close(fd);
+	return 0;
+}
+
+/*
+ * A socket that falls back after the peer's reject (decided by a worker)
+ * runs over a TCP socket that is its caller's: /proc/net/tcp shows the
+ * caller's uid, as for the TCP socket the program would have had.
+ */
+TEST_F(fb, reject_fallback_is_callers)
+{
+	struct sockaddr_in sin;
+	int lfd, ret;
+
+	lfd = tcp_listener(_metadata, &sin);
+	ret = fb_child(fb_reject_uid, &sin, true);
+	EXPECT_EQ(0, ret) TH_LOG("check %d failed (4: not the caller's uid)",
+				 ret);
+	close(lfd);
+}
+
+/* Load a cgroup_skb egress program that drops everything; its fd. */
+static int fb_bpf_drop_all(void)
+{
+	struct bpf_insn insns[] = {
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0 },
+		{ .code = BPF_JMP | BPF_EXIT },
+	};
+	union bpf_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.prog_type = BPF_PROG_TYPE_CGROUP_SKB;
+	a.expected_attach_type = BPF_CGROUP_INET_EGRESS;
+	a.insns = (uintptr_t)insns;
+	a.insn_cnt = ARRAY_SIZE(insns);
+	a.license = (uintptr_t)"GPL";
+	return syscall(__NR_bpf, BPF_PROG_LOAD, &a, sizeof(a));
+}
+
+static int fb_bpf_attach(int cg, int prog)
+{
+	union bpf_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.target_fd = cg;
+	a.attach_bpf_fd = prog;
+	a.attach_type = BPF_CGROUP_INET_EGRESS;
+	return syscall(__NR_bpf, BPF_PROG_ATTACH, &a, sizeof(a));
+}
+
+#define FB_CG "/sys/fs/cgroup/rs-fb-egress-deny"
+
+/*
+ * In a cgroup whose egress program drops every packet, a socket that
+ * falls back after a reject reaches nobody over TCP either: its
+ * handshake never completes, and the listener never sees it (the
+ * program would have stopped the program's own TCP socket the same way).
+ */
+static int fb_egress_denied(void *arg)
+{
+	const struct sockaddr_in *sin = arg;
+	int fd, cg = open(FB_CG "/cgroup.procs", O_WRONLY);
+	double t0;
+
+	if (cg < 0 || write(cg, "0", 1) != 1)
+		return 1;
+	close(cg);
+	fd = fb_socket(RDMASTREAM_FALLBACK_AUTO);
+	if (fd < 0 || rs_set_nonblock(fd, true))
+		return 2;
+	if (!connect(fd, (const struct sockaddr *)sin, sizeof(*sin)) ||
+	    errno != EINPROGRESS)
+		return 3;
+	/* until the attempt has fallen back to TCP: the CM's REJ */
+	t0 = rs_now();
+	while (fb_reason(fd) != RDMASTREAM_FB_REJECTED) {
+		if (rs_now() - t0 > 60)
+			return 4;
+		rs_msleep(10);
+	}
+	if (rs_poll(fd, POLLOUT, 2000))
+		return 5;	/* connected, refused or reset: it got out */
+	close(fd);
+	return 0;
+}
+
+TEST_F(fb, reject_fallback_in_callers_cgroup)
+{
+	struct sockaddr_in sin;
+	int lfd, cg, prog, ret, sfd;
+
+	lfd = tcp_listener(_metadata, &sin);
+	ASSERT_EQ(0, rs_set_nonblock(lfd, true));
+	rmdir(FB_CG);
+	ASSERT_EQ(0, mkdir(FB_CG, 0755));
+	cg = open(FB_CG, O_RDONLY | O_DIRECTORY);
+	ASSERT_LE(0, cg);
+	prog = fb_bpf_drop_all();
+	ASSERT_LE(0, prog) TH_LOG("BPF_PROG_LOAD: %s", strerror(errno));
+	ASSERT_EQ(0, fb_bpf_attach(cg, prog));
+	/* the child joins the cgroup itself (as root: nobody may not) */
+	ret = fb_child(fb_egress_denied, &sin, false);
+	EXPECT_EQ(0, ret) TH_LOG("check %d failed (5: TCP got out)", ret);
+	sfd = accept(lfd, NULL, NULL);
+	EXPECT_EQ(-1, sfd);
+	if (sfd >= 0)
+		close(sfd);
+	close(prog);
+	close(cg);
+	EXPECT_EQ(0, rmdir(FB_CG));
+	/* outside the cgroup the same client connects */
+	ret = fb_forced_to(&sin);
+	EXPECT_LE(0, ret);
+	if (ret >= 0)
+		close(ret);
+	close(lfd);
+}
+
+/*
+ * connect() after ECONNREFUSED decides its path afresh, as a client's
+ * retry loop expects of TCP: refused while nothing listened, it then
+ * reaches an rdmastream listener over RDMA, not over TCP.
+ */
+TEST_F(fb, refused_then_rdma)
+{
+	struct sockaddr_in sin;
+	int lfd, cfd, sfd;
+
+	lfd = rs_listener(_metadata, &sin);
+	close(lfd);		/* the port, free again */
+	cfd = fb_socket(RDMASTREAM_FALLBACK_AUTO);
+	ASSERT_LE(0, cfd);
+	ASSERT_EQ(-1, connect(cfd, (struct sockaddr *)&sin, sizeof(sin)));
+	ASSERT_EQ(ECONNREFUSED, errno);
+	lfd = rs_socket(0);
+	ASSERT_LE(0, lfd);
+	ASSERT_EQ(0, rs_setint(lfd, SOL_SOCKET, SO_REUSEADDR, 1));
+	ASSERT_EQ(0, bind(lfd, (struct sockaddr *)&sin, sizeof(sin)));
+	ASSERT_EQ(0, listen(lfd, 4));
+	ASSERT_EQ(0, connect(cfd, (struct sockaddr *)&sin, sizeof(sin)))
+		TH_LOG("connect again: %s", strerror(errno));
+	sfd = rs_accept(_metadata, lfd);
+	EXPECT_EQ(RDMASTREAM_FB_NONE, fb_reason(cfd));
+	EXPECT_EQ(RDMASTREAM_FB_NONE, fb_reason(sfd));
+	fb_both_ways(_metadata, cfd, sfd, 64 << 10);
+	close(cfd);
+	close(sfd);
+	close(lfd);
+}
+
+/*
+ * An unbound socket to this host's loopback address, 127.0.0.1 or ::1
+ * (a local service, the most common destination there is): over TCP at
+ * once, as any destination without an RDMA device; with fallback
+ * forbidden, EHOSTUNREACH at once.
+ */
+TEST_F(fb, loopback_unbound)
+{
+	static const struct { int family; const char *dst; } shapes[] = {
+		{ AF_INET, "127.0.0.1" }, { AF_INET6, "::1" },
+	};
+	struct sockaddr_storage ss;
+	int lfd, cfd, sfd, mode;
+	unsigned short port;
+	unsigned int i;
+	socklen_t len;
+	char c;
+
+	for (i = 0; i < ARRAY_SIZE(shapes); i++) {
+		int fam = shapes[i].family;
+
+		lfd = socket(fam, SOCK_STREAM, IPPROTO_TCP);
+		ASSERT_GE(lfd, 0);
+		len = fb_addr(&ss, fam, shapes[i].dst, 0);
+		ASSERT_EQ(0, bind(lfd, (struct sockaddr *)&ss, len));
+		ASSERT_EQ(0, listen(lfd, 4));
+		ASSERT_EQ(0, getsockname(lfd, (struct sockaddr *)&ss, &len));
+		port = ntohs(fam == AF_INET ?
+			     ((struct sockaddr_in *)&ss)->sin_port :
+			     ((struct sockaddr_in6 *)&ss)->sin6_port);
+		len = fb_addr(&ss, fam, shapes[i].dst, port);
+		for (mode = RDMASTREAM_FALLBACK_NEVER;
+		     mode <= RDMASTREAM_FALLBACK_AUTO; mode++) {
+			cfd = fam == AF_INET ? rs_socket(0) : rs_socket6(0);
+			ASSERT_LE(0, cfd);
+			ASSERT_EQ(0, rs_setint(cfd, SOL_RDMASTREAM,
+					       RDMASTREAM_FALLBACK, mode));
+			if (mode == RDMASTREAM_FALLBACK_NEVER) {
+				EXPECT_EQ(-1, connect(cfd,
+					(struct sockaddr *)&ss, len));
+				EXPECT_EQ(EHOSTUNREACH, errno);
+				close(cfd);
+				continue;
+			}
+			ASSERT_EQ(0, connect(cfd, (struct sockaddr *)&ss, len))
+				TH_LOG("to %s: %s", shapes[i].dst,
+				       strerror(errno));
+			EXPECT_EQ(RDMASTREAM_FB_NO_DEVICE, fb_reason(cfd));
+			sfd = rs_accept(_metadata, lfd);
+			EXPECT_EQ(1, send(cfd, "x", 1, 0));
+			EXPECT_EQ(1, recv(sfd, &c, 1, 0));
+			close(sfd);
+			close(cfd);
+		}
+		close(lfd);
+	}
+}
+
+struct fb_spin {
+	int fd;
+	volatile int stop;
+	int hup;		/* POLLHUP seen while connecting */
+	int epipe;		/* send said EPIPE while connecting */
+};
+
+static void *fb_spinner(void *arg)
+{
+	struct fb_spin *s = arg;
+	struct pollfd p;
+
+	while (!s->stop) {
+		p.fd = s->fd;
+		p.events = POLLIN | POLLOUT;
+		if (poll(&p, 1, 0) == 1 && (p.revents & POLLHUP))
+			s->hup++;
+		if (send(s->fd, "", 0, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 &&
+		    errno == EPIPE)
+			s->epipe++;
+	}
+	return NULL;
+}
+
+/*
+ * While a rejected attempt moves to TCP, the socket is never seen
+ * unconnected: poll() never says POLLHUP and send() never EPIPE on the
+ * way to an established connection (the TCP socket is published only
+ * once its handshake has started).
+ */
+TEST_F(fb, connecting_never_hangs_up)
+{
+	struct fb_spin s = { };
+	struct sockaddr_in sin;
+	int lfd, sfd, i;
+	pthread_t t;
+
+	rs_watchdog(300);
+	lfd = tcp_listener(_metadata, &sin);
+	for (i = 0; i < 40; i++) {
+		s.fd = fb_socket(RDMASTREAM_FALLBACK_AUTO);
+		ASSERT_LE(0, s.fd);
+		ASSERT_EQ(0, rs_set_nonblock(s.fd, true));
+		s.stop = 0;
+		/* unconnected, it says POLLOUT|POLLHUP, as TCP's */
+		EXPECT_EQ(-1, connect(s.fd, (struct sockaddr *)&sin,
+				      sizeof(sin)));
+		EXPECT_EQ(EINPROGRESS, errno);
+		ASSERT_EQ(0, pthread_create(&t, NULL, fb_spinner, &s));
+		EXPECT_EQ(POLLOUT, rs_poll(s.fd, POLLOUT, 20000));
+		s.stop = 1;
+		ASSERT_EQ(0, pthread_join(t, NULL));
+		sfd = rs_accept(_metadata, lfd);
+		close(sfd);
+		close(s.fd);
+	}
+	EXPECT_EQ(0, s.hup) TH_LOG("POLLHUP while connecting, %d times", s.hup);
+	EXPECT_EQ(0, s.epipe) TH_LOG("EPIPE while connecting, %d times",
+				     s.epipe);
+	close(lfd);
 }
 
 TEST_HARNESS_MAIN

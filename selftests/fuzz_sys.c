@@ -6,7 +6,14 @@
  * of socket, bind, listen, connect, accept4, send/recv (msg, mmsg, plain,
  * vectored) with random flags and iovec shapes, set/getsockopt with random
  * levels, names and lengths, shutdown, ioctl, poll, epoll, dup, dup2, fork
- * and close. One more thread mixes in module-level events at a low rate:
+ * and close. A vocabulary of what the TCP fallback forwards to its kernel
+ * TCP socket (every TCP_* option of 6.1, the IP, IPv6, socket and TLS
+ * options that matter to TCP, with meaningful values; socket, device and
+ * route ioctls) goes mostly to sockets connected over the fallback, which
+ * the fuzzer makes itself (fallback forced, to its own listeners or to
+ * kernel TCP ones), and the sequence that once panicked the host (fallback
+ * 2, connect, TCP_ULP "mptcp", send) runs now and then as it was.
+ * One more thread mixes in module-level events at a low rate:
  * `rdma link delete` + `add` of RS_RDMADEV, and module unload attempts,
  * which must fail while a socket exists.
  *
@@ -27,7 +34,10 @@
  * RS_FUZZ_SEED (default: from the clock; printed first), RS_FUZZ_SECS (30),
  * RS_FUZZ_THREADS (3), RS_FUZZ_EVENTS (1), RS_FUZZ_EVENT_SEC (8: mean
  * seconds between module-level events), RS_FUZZ_HANG (60 s),
- * RS_FUZZ_SETTLE (60 s), RS_MODULE_PARAMS (as in module.c).
+ * RS_FUZZ_SETTLE (60 s), RS_MODULE_PARAMS (as in module.c), RS_FUZZ_VERBOSE
+ * (0; 1: print every vocabulary call), RS_FUZZ_ULPSEQ (1: the weight of
+ * the panic sequence among the calls; 0: none), RS_FALLBACK (2: every
+ * socket with TCP fallback forced).
  *
  * A seed replays the same sequence of calls in each thread; with -j 1 and
  * -E the whole run is one sequence (the kernel's answers may still differ
@@ -38,6 +48,9 @@
 #include <dirent.h>
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <net/if_arp.h>
+#include <net/route.h>
+#include <linux/filter.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/sendfile.h>
@@ -50,13 +63,15 @@
 #define FZ_CHILDREN	64
 #define FZ_BUF		(256 * 1024)
 #define FZ_IOV_MAX	1100	/* beyond UIO_MAXIOV on purpose */
+#define FZ_FB		8	/* recent sockets connected over the fallback */
 
 enum fz_op {
 	OP_SOCKET, OP_BIND, OP_LISTEN, OP_CONNECT, OP_ACCEPT, OP_SENDMSG,
 	OP_RECVMSG, OP_SEND, OP_RECV, OP_WRITEV, OP_READV, OP_SENDMMSG,
 	OP_RECVMMSG, OP_SENDFILE, OP_SETSOCKOPT, OP_GETSOCKOPT, OP_GETNAME,
 	OP_SHUTDOWN, OP_IOCTL, OP_FCNTL, OP_POLL, OP_EPOLL, OP_DUP, OP_DUP2,
-	OP_FORK, OP_CLOSE, OP_MMAP, OP_PAIR, OP_LINK, OP_UNLOAD, OP_N
+	OP_FORK, OP_CLOSE, OP_MMAP, OP_PAIR, OP_VSET, OP_VGET, OP_VIOCTL,
+	OP_FBPAIR, OP_ULPSEQ, OP_LINK, OP_UNLOAD, OP_N
 };
 
 static const char * const fz_op_name[OP_N] = {
@@ -64,11 +79,13 @@ static const char * const fz_op_name[OP_N] = {
 	"recvmsg", "send", "recv", "writev", "readv", "sendmmsg",
 	"recvmmsg", "sendfile", "setsockopt", "getsockopt", "getname",
 	"shutdown", "ioctl", "fcntl", "poll", "epoll", "dup", "dup2",
-	"fork", "close", "mmap-flip", "pair", "rdma-link", "unload",
+	"fork", "close", "mmap-flip", "pair", "v-setsockopt",
+	"v-getsockopt", "v-ioctl", "fb-pair", "ulp-seq", "rdma-link",
+	"unload",
 };
 
-/* relative weights of the worker's calls */
-static const unsigned int fz_weight[OP_N] = {
+/* relative weights of the worker's calls (ulp-seq: RS_FUZZ_ULPSEQ) */
+static unsigned int fz_weight[OP_N] = {
 	[OP_SOCKET] = 10, [OP_BIND] = 8, [OP_LISTEN] = 6, [OP_CONNECT] = 10,
 	[OP_ACCEPT] = 8, [OP_SENDMSG] = 8, [OP_RECVMSG] = 8, [OP_SEND] = 6,
 	[OP_RECV] = 6, [OP_WRITEV] = 3, [OP_READV] = 3, [OP_SENDMMSG] = 2,
@@ -76,7 +93,8 @@ static const unsigned int fz_weight[OP_N] = {
 	[OP_GETSOCKOPT] = 6, [OP_GETNAME] = 3, [OP_SHUTDOWN] = 3,
 	[OP_IOCTL] = 3, [OP_FCNTL] = 2, [OP_POLL] = 3, [OP_EPOLL] = 4,
 	[OP_DUP] = 2, [OP_DUP2] = 2, [OP_FORK] = 1, [OP_CLOSE] = 10,
-	[OP_MMAP] = 1, [OP_PAIR] = 3,
+	[OP_MMAP] = 1, [OP_PAIR] = 3, [OP_VSET] = 10, [OP_VGET] = 6,
+	[OP_VIOCTL] = 4, [OP_FBPAIR] = 4, [OP_ULPSEQ] = 1,
 };
 
 struct fz_count {
@@ -94,7 +112,9 @@ struct fz_thread {
 	long long since_ms;	/* 0: not in a call */
 	timer_t timer;
 	bool timer_ok;
+	bool done;		/* returned from its loop (atomic accesses) */
 	struct fz_count cnt[OP_N];
+	unsigned long vcalls, vfb;	/* vocabulary calls, on fallback */
 	/* private buffers */
 	char *buf;
 	struct iovec iov[FZ_IOV_MAX];
@@ -109,8 +129,10 @@ static struct {
 	bool stop;		/* atomic accesses: fz_flag(), fz_get() */
 	bool relinked;		/* RS_RDMADEV was re-added under traffic */
 	bool hung;		/* a finding was reported */
+	bool verbose;		/* RS_FUZZ_VERBOSE: every vocabulary call */
 	double end;
 	int slot[FZ_SLOTS];
+	int fb[FZ_FB];		/* fds recently connected over TCP fallback */
 	unsigned short port[FZ_PORTS];
 	struct in_addr addr;
 	bool have6;
@@ -151,6 +173,9 @@ static long long fz_ms(void)
 	return rs_now() * 1000;
 }
 
+static void fz_log(struct fz_thread *t, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
 /* ---- random ---- */
 
 static uint64_t fz_r(struct fz_thread *t)
@@ -166,6 +191,34 @@ static unsigned int fz_below(struct fz_thread *t, unsigned int n)
 static bool fz_chance(struct fz_thread *t, unsigned int percent)
 {
 	return fz_below(t, 100) < percent;
+}
+
+/* A line on stderr (unbuffered: the console keeps it if the kernel dies). */
+static void fz_log(struct fz_thread *t, const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "# fuzz_sys t%d: %s\n", t->idx, line);
+}
+
+/* Values options are likely to care about: policies, sizes, bounds. */
+static int fz_int(struct fz_thread *t)
+{
+	static const int v[] = { 0, 1, 2, 3, 4, -1, 255, 256, 4096, 32767,
+				 32768, 65536, 1 << 20, INT_MAX, INT_MIN };
+
+	switch (fz_below(t, 3)) {
+	case 0:
+		return v[fz_below(t, ARRAY_SIZE(v))];
+	case 1:
+		return fz_below(t, 70000);
+	default:
+		return fz_r(t);
+	}
 }
 
 /* ---- bounding each call ---- */
@@ -231,14 +284,40 @@ static unsigned int fz_bound(struct fz_thread *t)
 
 /* ---- the descriptor pool ---- */
 
-static int fz_pick(struct fz_thread *t)
+/*
+ * A descriptor for a call: fb_percent of the time one of those recently
+ * connected over the TCP fallback (whatever the number holds by now),
+ * else any slot's, sometimes -1 or one never opened.
+ */
+static int fz_pick_fb(struct fz_thread *t, unsigned int fb_percent)
 {
-	int fd = __atomic_load_n(&fz.slot[fz_below(t, FZ_SLOTS)],
-				 __ATOMIC_RELAXED);
+	int fd;
 
+	if (fz_chance(t, fb_percent)) {
+		fd = __atomic_load_n(&fz.fb[fz_below(t, FZ_FB)],
+				     __ATOMIC_RELAXED);
+		if (fd >= 0)
+			return fd;
+	}
+	fd = __atomic_load_n(&fz.slot[fz_below(t, FZ_SLOTS)],
+			     __ATOMIC_RELAXED);
 	if (fd < 0 && fz_chance(t, 10))
 		return fz_chance(t, 50) ? -1 : 1000 + (int)fz_below(t, 24);
 	return fd;
+}
+
+static int fz_pick(struct fz_thread *t)
+{
+	return fz_pick_fb(t, 15);
+}
+
+/* fd was just connected over the TCP fallback. */
+static void fz_note_fb(int fd)
+{
+	static unsigned int next;
+
+	__atomic_store_n(&fz.fb[__atomic_fetch_add(&next, 1, __ATOMIC_RELAXED) %
+				FZ_FB], fd, __ATOMIC_RELAXED);
 }
 
 /* Put fd in a random slot; an fd that was there is closed. */
@@ -336,6 +415,32 @@ static void fz_note_port(int fd)
 	if (port)
 		fz.port[__atomic_fetch_add(&next, 1, __ATOMIC_RELAXED) %
 			FZ_PORTS] = port;
+}
+
+/*
+ * The address of a pair's listener: RS_ADDR, IPv4-mapped, or RS_NETDEV's
+ * own IPv6 one; port 0.
+ */
+static socklen_t fz_pair_addr(struct fz_thread *t, struct sockaddr_storage *ss,
+			      bool *v6)
+{
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+	unsigned int k = fz_below(t, 10);
+
+	*v6 = k >= 7;
+	if (!*v6)
+		return rs_sin((struct sockaddr_in *)ss, fz.addr, 0);
+	if (k == 9 && fz.have6) {
+		*s6 = fz.addr6;
+		s6->sin6_port = 0;
+		return sizeof(*s6);
+	}
+	memset(ss, 0, sizeof(*ss));
+	s6->sin6_family = AF_INET6;
+	s6->sin6_addr.s6_addr[10] = 0xff;
+	s6->sin6_addr.s6_addr[11] = 0xff;
+	memcpy(&s6->sin6_addr.s6_addr[12], &fz.addr, 4);
+	return sizeof(*s6);
 }
 
 /* ---- memory for the I/O calls ---- */
@@ -473,6 +578,10 @@ static int fz_new_socket(struct fz_thread *t)
 	fd = fz_end(t, socket(domain, type, proto));
 	if (fd < 0)
 		return -1;
+	rs_fallback_env(fd);
+	if (fz_chance(t, 20))	/* TCP fallback: 2 forced, or another mode */
+		rs_setint(fd, SOL_RDMASTREAM, RDMASTREAM_FALLBACK,
+			  fz_chance(t, 80) ? 2 : fz_int(t));
 	if (fz_chance(t, 90)) {
 		rs_set_timeo(fd, SO_RCVTIMEO, 1 + fz_below(t, 400));
 		rs_set_timeo(fd, SO_SNDTIMEO, 1 + fz_below(t, 400));
@@ -671,22 +780,6 @@ static int fz_optname(struct fz_thread *t, int level)
 	return fz_below(t, level == SOL_SOCKET ? 80 : 45);
 }
 
-/* Values options are likely to care about: policies, sizes, bounds. */
-static int fz_int(struct fz_thread *t)
-{
-	static const int v[] = { 0, 1, 2, 3, 4, -1, 255, 256, 4096, 32767,
-				 32768, 65536, 1 << 20, INT_MAX, INT_MIN };
-
-	switch (fz_below(t, 3)) {
-	case 0:
-		return v[fz_below(t, ARRAY_SIZE(v))];
-	case 1:
-		return fz_below(t, 70000);
-	default:
-		return fz_r(t);
-	}
-}
-
 static void fz_sockopt(struct fz_thread *t, int fd, bool get)
 {
 	int level = fz_level(t), name = fz_optname(t, level);
@@ -725,6 +818,718 @@ static void fz_sockopt(struct fz_thread *t, int fd, bool get)
 	} else {
 		fz_end(t, setsockopt(fd, level, name, p, len));
 	}
+}
+
+/* ---- the options and ioctls that reach the fallback's TCP socket ---- */
+
+#ifndef SOL_TLS
+#define SOL_TLS		282
+#endif
+#ifndef SIOCOUTQNSD
+#define SIOCOUTQNSD	0x894B
+#endif
+#ifndef IPV6_FLOWINFO		/* <linux/in6.h>'s, not glibc's */
+#define IPV6_FLOWINFO		11
+#define IPV6_FLOWLABEL_MGR	32
+#define IPV6_FLOWINFO_SEND	33
+#endif
+#define FZ_SIOCGSTAMP	0x8906	/* SIOCGSTAMP_OLD */
+#define FZ_SIOCGSTAMPNS	0x8907	/* SIOCGSTAMPNS_OLD */
+
+/* Linux 6.1's uapi layouts (glibc's are older or missing) */
+struct fz_md5sig {
+	struct sockaddr_storage addr;
+	uint8_t flags, prefixlen;
+	uint16_t keylen;
+	int ifindex;
+	uint8_t key[80];
+};
+
+struct fz_zc {			/* struct tcp_zerocopy_receive */
+	uint64_t address;
+	uint32_t length, recv_skip_hint, inq;
+	int32_t err;
+	uint64_t copybuf_address;
+	int32_t copybuf_len;
+	uint32_t flags;
+	uint64_t msg_control, msg_controllen;
+	uint32_t msg_flags, reserved;
+};
+
+struct fz_tls {			/* struct tls12_crypto_info_aes_gcm_128 */
+	uint16_t version, cipher;
+	uint8_t iv[8], key[16], salt[4], rec_seq[8];
+};
+
+/* How a value of an option is made */
+enum fz_kind {
+	V_INT, V_BOOL, V_ULP, V_CC, V_REPAIR, V_RQUEUE, V_ROPTS, V_RWIN,
+	V_MD5, V_TFOKEY, V_ZC, V_OUT, V_IPOPTS, V_LINGER, V_FILTER, V_BPFFD,
+	V_TXTIME, V_DEV, V_TLS, V_FORM, V_BYTES,
+};
+
+struct fz_opt {
+	int level, name;
+	unsigned char kind, weight;
+	bool notable;		/* printed when a set succeeds */
+	const char *id;
+};
+
+#define O(l, n, k)	{ l, n, k, 1, false, #n }
+#define OW(l, n, k, w)	{ l, n, k, w, true, #n }
+
+/* Every TCP_* of 6.1's <linux/tcp.h>, the IP, IPv6, socket and TLS ones */
+static const struct fz_opt fz_opts[] = {
+	O(SOL_TCP, TCP_NODELAY, V_BOOL), O(SOL_TCP, TCP_MAXSEG, V_INT),
+	O(SOL_TCP, TCP_CORK, V_BOOL), O(SOL_TCP, TCP_KEEPIDLE, V_INT),
+	O(SOL_TCP, TCP_KEEPINTVL, V_INT), O(SOL_TCP, TCP_KEEPCNT, V_INT),
+	O(SOL_TCP, TCP_SYNCNT, V_INT), O(SOL_TCP, TCP_LINGER2, V_INT),
+	O(SOL_TCP, TCP_DEFER_ACCEPT, V_INT),
+	O(SOL_TCP, TCP_WINDOW_CLAMP, V_INT), O(SOL_TCP, TCP_INFO, V_OUT),
+	O(SOL_TCP, TCP_QUICKACK, V_BOOL),
+	{ SOL_TCP, TCP_CONGESTION, V_CC, 2, false, "TCP_CONGESTION" },
+	OW(SOL_TCP, TCP_MD5SIG, V_MD5, 2),
+	O(SOL_TCP, TCP_COOKIE_TRANSACTIONS, V_BYTES),
+	O(SOL_TCP, TCP_THIN_LINEAR_TIMEOUTS, V_BOOL),
+	O(SOL_TCP, TCP_THIN_DUPACK, V_BOOL),
+	O(SOL_TCP, TCP_USER_TIMEOUT, V_INT),
+	OW(SOL_TCP, TCP_REPAIR, V_REPAIR, 3),
+	OW(SOL_TCP, TCP_REPAIR_QUEUE, V_RQUEUE, 2),
+	OW(SOL_TCP, TCP_QUEUE_SEQ, V_INT, 1),
+	OW(SOL_TCP, TCP_REPAIR_OPTIONS, V_ROPTS, 2),
+	O(SOL_TCP, TCP_FASTOPEN, V_INT), O(SOL_TCP, TCP_TIMESTAMP, V_INT),
+	O(SOL_TCP, TCP_NOTSENT_LOWAT, V_INT), O(SOL_TCP, TCP_CC_INFO, V_OUT),
+	O(SOL_TCP, TCP_SAVE_SYN, V_BOOL), O(SOL_TCP, TCP_SAVED_SYN, V_OUT),
+	OW(SOL_TCP, TCP_REPAIR_WINDOW, V_RWIN, 2),
+	O(SOL_TCP, TCP_FASTOPEN_CONNECT, V_BOOL),
+	OW(SOL_TCP, TCP_ULP, V_ULP, 6),
+	OW(SOL_TCP, TCP_MD5SIG_EXT, V_MD5, 2),
+	OW(SOL_TCP, TCP_FASTOPEN_KEY, V_TFOKEY, 1),
+	O(SOL_TCP, TCP_FASTOPEN_NO_COOKIE, V_BOOL),
+	{ SOL_TCP, TCP_ZEROCOPY_RECEIVE, V_ZC, 3, false, "TCP_ZEROCOPY_RECEIVE" },
+	O(SOL_TCP, TCP_INQ, V_BOOL), O(SOL_TCP, TCP_TX_DELAY, V_INT),
+
+	O(SOL_IP, IP_TOS, V_INT), O(SOL_IP, IP_TTL, V_INT),
+	O(SOL_IP, IP_HDRINCL, V_BOOL), OW(SOL_IP, IP_OPTIONS, V_IPOPTS, 2),
+	O(SOL_IP, IP_ROUTER_ALERT, V_BOOL), O(SOL_IP, IP_RECVOPTS, V_BOOL),
+	O(SOL_IP, IP_RETOPTS, V_BOOL), O(SOL_IP, IP_PKTINFO, V_BOOL),
+	O(SOL_IP, IP_PKTOPTIONS, V_OUT), O(SOL_IP, IP_MTU_DISCOVER, V_INT),
+	O(SOL_IP, IP_RECVERR, V_BOOL), O(SOL_IP, IP_RECVTTL, V_BOOL),
+	O(SOL_IP, IP_RECVTOS, V_BOOL), O(SOL_IP, IP_MTU, V_OUT),
+	O(SOL_IP, IP_FREEBIND, V_BOOL), O(SOL_IP, IP_IPSEC_POLICY, V_BYTES),
+	O(SOL_IP, IP_XFRM_POLICY, V_BYTES), O(SOL_IP, IP_PASSSEC, V_BOOL),
+	OW(SOL_IP, IP_TRANSPARENT, V_BOOL, 1),
+	O(SOL_IP, IP_RECVORIGDSTADDR, V_BOOL), O(SOL_IP, IP_MINTTL, V_INT),
+	O(SOL_IP, IP_NODEFRAG, V_BOOL), O(SOL_IP, IP_CHECKSUM, V_BOOL),
+	O(SOL_IP, IP_BIND_ADDRESS_NO_PORT, V_BOOL),
+	O(SOL_IP, IP_RECVFRAGSIZE, V_BOOL),
+	O(SOL_IP, IP_RECVERR_RFC4884, V_BOOL),
+	O(SOL_IP, IP_MULTICAST_IF, V_BYTES), O(SOL_IP, IP_MULTICAST_TTL, V_INT),
+	O(SOL_IP, IP_MULTICAST_LOOP, V_BOOL),
+	O(SOL_IP, IP_ADD_MEMBERSHIP, V_BYTES), O(SOL_IP, IP_UNICAST_IF, V_INT),
+
+	OW(SOL_IPV6, IPV6_ADDRFORM, V_FORM, 4),
+	O(SOL_IPV6, IPV6_2292PKTINFO, V_BOOL),
+	O(SOL_IPV6, IPV6_2292PKTOPTIONS, V_BYTES),
+	O(SOL_IPV6, IPV6_UNICAST_HOPS, V_INT),
+	O(SOL_IPV6, IPV6_MULTICAST_IF, V_INT),
+	O(SOL_IPV6, IPV6_MULTICAST_HOPS, V_INT),
+	O(SOL_IPV6, IPV6_V6ONLY, V_BOOL), O(SOL_IPV6, IPV6_RECVERR, V_BOOL),
+	O(SOL_IPV6, IPV6_MTU_DISCOVER, V_INT), O(SOL_IPV6, IPV6_MTU, V_INT),
+	O(SOL_IPV6, IPV6_RECVPKTINFO, V_BOOL),
+	O(SOL_IPV6, IPV6_PKTINFO, V_BYTES), O(SOL_IPV6, IPV6_HOPOPTS, V_BYTES),
+	O(SOL_IPV6, IPV6_RTHDR, V_BYTES), O(SOL_IPV6, IPV6_DSTOPTS, V_BYTES),
+	O(SOL_IPV6, IPV6_RTHDRDSTOPTS, V_BYTES),
+	O(SOL_IPV6, IPV6_TCLASS, V_INT), O(SOL_IPV6, IPV6_RECVTCLASS, V_BOOL),
+	O(SOL_IPV6, IPV6_FLOWINFO, V_BOOL),
+	O(SOL_IPV6, IPV6_FLOWLABEL_MGR, V_BYTES),
+	O(SOL_IPV6, IPV6_FLOWINFO_SEND, V_BOOL),
+	O(SOL_IPV6, IPV6_AUTOFLOWLABEL, V_BOOL),
+	O(SOL_IPV6, IPV6_ADDR_PREFERENCES, V_INT),
+	O(SOL_IPV6, IPV6_MINHOPCOUNT, V_INT),
+	O(SOL_IPV6, IPV6_TRANSPARENT, V_BOOL),
+	O(SOL_IPV6, IPV6_FREEBIND, V_BOOL), O(SOL_IPV6, IPV6_UNICAST_IF, V_INT),
+	O(SOL_IPV6, IPV6_RECVFRAGSIZE, V_BOOL),
+	O(SOL_IPV6, IPV6_DONTFRAG, V_BOOL),
+	O(SOL_IPV6, IPV6_IPSEC_POLICY, V_BYTES),
+	O(SOL_IPV6, IPV6_XFRM_POLICY, V_BYTES),
+	O(SOL_IPV6, IPV6_HDRINCL, V_BOOL),
+	O(SOL_IPV6, IPV6_JOIN_GROUP, V_BYTES),
+
+	O(SOL_SOCKET, SO_ZEROCOPY, V_BOOL), O(SOL_SOCKET, SO_TXTIME, V_TXTIME),
+	OW(SOL_SOCKET, SO_ATTACH_FILTER, V_FILTER, 1),
+	O(SOL_SOCKET, SO_DETACH_FILTER, V_INT),
+	O(SOL_SOCKET, SO_LOCK_FILTER, V_BOOL),
+	O(SOL_SOCKET, SO_ATTACH_BPF, V_BPFFD),
+	OW(SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, V_FILTER, 1),
+	O(SOL_SOCKET, SO_ATTACH_REUSEPORT_EBPF, V_BPFFD),
+	O(SOL_SOCKET, SO_DETACH_REUSEPORT_BPF, V_INT),
+	O(SOL_SOCKET, SO_BINDTODEVICE, V_DEV),
+	O(SOL_SOCKET, SO_BINDTOIFINDEX, V_INT), O(SOL_SOCKET, SO_MARK, V_INT),
+	O(SOL_SOCKET, SO_PRIORITY, V_INT),
+	O(SOL_SOCKET, SO_INCOMING_CPU, V_INT),
+	O(SOL_SOCKET, SO_BUSY_POLL, V_INT),
+	O(SOL_SOCKET, SO_PREFER_BUSY_POLL, V_BOOL),
+	O(SOL_SOCKET, SO_BUSY_POLL_BUDGET, V_INT),
+	O(SOL_SOCKET, SO_LINGER, V_LINGER), O(SOL_SOCKET, SO_KEEPALIVE, V_BOOL),
+	O(SOL_SOCKET, SO_REUSEADDR, V_BOOL), O(SOL_SOCKET, SO_REUSEPORT, V_BOOL),
+	O(SOL_SOCKET, SO_RCVLOWAT, V_INT), O(SOL_SOCKET, SO_SNDBUF, V_INT),
+	O(SOL_SOCKET, SO_RCVBUF, V_INT), O(SOL_SOCKET, SO_SNDBUFFORCE, V_INT),
+	O(SOL_SOCKET, SO_RCVBUFFORCE, V_INT),
+	O(SOL_SOCKET, SO_OOBINLINE, V_BOOL), O(SOL_SOCKET, SO_DONTROUTE, V_BOOL),
+	O(SOL_SOCKET, SO_TIMESTAMPING, V_INT),
+	O(SOL_SOCKET, SO_TIMESTAMP, V_BOOL),
+	O(SOL_SOCKET, SO_MAX_PACING_RATE, V_INT),
+	O(SOL_SOCKET, SO_CNX_ADVICE, V_INT), O(SOL_SOCKET, SO_TXREHASH, V_INT),
+	O(SOL_SOCKET, SO_RESERVE_MEM, V_INT), O(SOL_SOCKET, SO_BUF_LOCK, V_INT),
+	O(SOL_SOCKET, SO_RCVMARK, V_BOOL), O(SOL_SOCKET, SO_ERROR, V_OUT),
+	O(SOL_SOCKET, SO_PEERCRED, V_OUT), O(SOL_SOCKET, SO_COOKIE, V_OUT),
+	O(SOL_SOCKET, SO_MEMINFO, V_OUT),
+	O(SOL_SOCKET, SO_INCOMING_NAPI_ID, V_OUT),
+	O(SOL_SOCKET, SO_NETNS_COOKIE, V_OUT),
+
+	OW(SOL_TLS, 1 /* TLS_TX */, V_TLS, 2),
+	OW(SOL_TLS, 2 /* TLS_RX */, V_TLS, 2),
+	O(SOL_TLS, 3 /* TLS_TX_ZEROCOPY_RO */, V_BOOL),
+	O(SOL_TLS, 4 /* TLS_RX_EXPECT_NO_PAD */, V_BOOL),
+};
+
+#undef O
+#undef OW
+
+static const char *fz_level_name(int level)
+{
+	switch (level) {
+	case SOL_TCP:
+		return "SOL_TCP";
+	case SOL_IP:
+		return "SOL_IP";
+	case SOL_IPV6:
+		return "SOL_IPV6";
+	case SOL_SOCKET:
+		return "SOL_SOCKET";
+	default:
+		return "SOL_TLS";
+	}
+}
+
+/* A name from names (NULL: random bytes) into b; its length. */
+static socklen_t fz_name(struct fz_thread *t, char *b, const char * const *names,
+			 unsigned int n, char *desc, size_t dlen)
+{
+	const char *name = names[fz_below(t, n)];
+	socklen_t len;
+	unsigned int i;
+
+	if (!name) {
+		len = 1 + fz_below(t, 20);
+		for (i = 0; i < len; i++)
+			b[i] = fz_chance(t, 80) ? 'a' + fz_below(t, 26) : fz_r(t);
+		snprintf(desc, dlen, "%u random bytes", len);
+		return len;
+	}
+	len = strlen(name);
+	memcpy(b, name, len + 1);
+	snprintf(desc, dlen, "\"%s\"", name);
+	return fz_chance(t, 30) ? len + 1 : len;
+}
+
+static socklen_t fz_ulp_cc(struct fz_thread *t, char *b, bool ulp, char *desc,
+			   size_t dlen)
+{
+	static const char * const ulps[] = { "tls", "mptcp", "espintcp",
+					     "smc", "", NULL };
+	static const char * const ccs[] = { "cubic", "reno", "bbr", "dctcp",
+					    "", NULL };
+
+	return ulp ? fz_name(t, b, ulps, ARRAY_SIZE(ulps), desc, dlen) :
+		     fz_name(t, b, ccs, ARRAY_SIZE(ccs), desc, dlen);
+}
+
+/* TCP_REPAIR_OPTIONS: MSS, window scales, SACK, timestamps, junk */
+static socklen_t fz_repair_opts(struct fz_thread *t, char *b, char *desc,
+				size_t dlen)
+{
+	static const uint32_t code[] = { 2, 3, 4, 8 };
+	struct tcp_repair_opt *o = (void *)b;
+	unsigned int n = 1 + fz_below(t, 4), i;
+
+	for (i = 0; i < n; i++) {
+		o[i].opt_code = fz_chance(t, 90) ?
+				code[fz_below(t, ARRAY_SIZE(code))] : fz_r(t);
+		o[i].opt_val = fz_chance(t, 50) ? fz_below(t, 65536) :
+			       fz_below(t, 16) | fz_below(t, 16) << 16;
+		if (fz_chance(t, 10))
+			o[i].opt_val = fz_r(t);
+	}
+	snprintf(desc, dlen, "%u repair options, first %u=%u", n,
+		 o[0].opt_code, o[0].opt_val);
+	return n * sizeof(*o);
+}
+
+/* TCP_MD5SIG(_EXT) for the peer (RS_ADDR, mapped or native IPv6) or junk */
+static socklen_t fz_md5(struct fz_thread *t, char *b, char *desc, size_t dlen)
+{
+	static const uint16_t keylen[] = { 0, 1, 16, 80, 81, 0xffff };
+	struct fz_md5sig *m = (void *)b;
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&m->addr;
+	unsigned int i;
+	bool v6;
+
+	memset(m, 0, sizeof(*m));
+	fz_pair_addr(t, &m->addr, &v6);
+	if (fz_chance(t, 5))
+		s6->sin6_family = fz_below(t, 12);
+	m->flags = fz_chance(t, 50) ? fz_below(t, 4) : 0;
+	m->prefixlen = fz_chance(t, 50) ? fz_below(t, 129) : v6 ? 128 : 32;
+	m->keylen = fz_chance(t, 70) ? 1 + fz_below(t, 80) :
+		    keylen[fz_below(t, ARRAY_SIZE(keylen))];
+	m->ifindex = fz_chance(t, 70) ? 0 : (int)fz_below(t, 4);
+	for (i = 0; i < sizeof(m->key); i++)
+		m->key[i] = fz_r(t);
+	snprintf(desc, dlen, "md5 family %u flags %u prefix %u keylen %u ifindex %d",
+		 s6->sin6_family, m->flags, m->prefixlen, m->keylen, m->ifindex);
+	return sizeof(*m);
+}
+
+/* TCP_ZEROCOPY_RECEIVE: a mapping TCP never made, a copy buffer, flags */
+static socklen_t fz_zerocopy(struct fz_thread *t, char *b, char *desc,
+			     size_t dlen)
+{
+	static const socklen_t lens[] = { 8, 16, 20, 24, 32, 40, 48, 56 };
+	struct fz_zc *z = (void *)b;
+
+	memset(z, 0, sizeof(*z));
+	switch (fz_below(t, 3)) {
+	case 0:
+		z->address = (uintptr_t)fz.flip;
+		break;
+	case 1:
+		z->address = fz_r(t) & ~0xfffULL;
+	}
+	z->length = fz_chance(t, 50) ? fz_below(t, 16) * fz.pagesz :
+		    fz_below(t, FZ_BUF);
+	if (fz_chance(t, 60)) {
+		z->copybuf_address = (uintptr_t)(t->buf + 8192);
+		z->copybuf_len = fz_chance(t, 90) ? (int)fz_below(t, 8192) :
+				 (int)fz_r(t);
+	}
+	z->flags = fz_chance(t, 80) ? fz_below(t, 2) : fz_r(t);
+	if (fz_chance(t, 20)) {
+		z->msg_control = (uintptr_t)(t->buf + 4096);
+		z->msg_controllen = fz_below(t, 256);
+	}
+	snprintf(desc, dlen, "zc address %#llx length %u copybuf %d flags %#x",
+		 (unsigned long long)z->address, z->length, z->copybuf_len,
+		 z->flags);
+	return fz_chance(t, 70) ? sizeof(*z) : lens[fz_below(t, 8)];
+}
+
+/* IP_OPTIONS: NOPs, record route, timestamps, end of list, junk */
+static socklen_t fz_ipopts(struct fz_thread *t, char *b, char *desc,
+			   size_t dlen)
+{
+	unsigned char *o = (unsigned char *)b;
+	socklen_t len = 4 * fz_below(t, 11), i = 0, n;
+
+	while (i < len) {
+		n = len - i;
+		switch (fz_below(t, 5)) {
+		case 0:		/* record route */
+		case 1:		/* timestamp */
+			o[i] = fz_chance(t, 50) ? 7 : 68;
+			o[i + 1] = n < 40 ? n : 39;
+			o[i + 2] = fz_chance(t, 80) ? 4 + (o[i] == 68) :
+				   fz_r(t);
+			if (n > 3)
+				o[i + 3] = fz_chance(t, 50) ? 0 : fz_r(t);
+			i = len;
+			break;
+		case 2:
+			o[i++] = 1;	/* NOP */
+			break;
+		case 3:
+			o[i++] = 0;	/* end of list */
+			break;
+		default:
+			o[i++] = fz_r(t);
+		}
+	}
+	snprintf(desc, dlen, "%u bytes of IP options", len);
+	return fz_chance(t, 90) ? len : fz_below(t, 44);
+}
+
+/* SO_ATTACH_FILTER, SO_ATTACH_REUSEPORT_CBPF: accept all, drop all, junk */
+static socklen_t fz_filter(struct fz_thread *t, char *b, char *desc,
+			   size_t dlen)
+{
+	struct sock_fprog *f = (void *)b;
+	struct sock_filter *ins = (void *)(b + 256);
+	unsigned int n = 1, i;
+
+	ins[0] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K,
+					      fz_chance(t, 50) ? 0xffff : 0);
+	if (fz_chance(t, 30)) {
+		n = 1 + fz_below(t, 8);
+		for (i = 0; i < n; i++) {
+			ins[i].code = fz_r(t);
+			ins[i].jt = fz_below(t, 4);
+			ins[i].jf = fz_below(t, 4);
+			ins[i].k = fz_chance(t, 50) ? fz_below(t, 64) : fz_r(t);
+		}
+	}
+	f->len = fz_chance(t, 95) ? n : fz_r(t);
+	f->filter = fz_chance(t, 95) ? ins : NULL;
+	snprintf(desc, dlen, "filter of %u, first code %#x k %#x", f->len,
+		 ins[0].code, ins[0].k);
+	return sizeof(*f);
+}
+
+static socklen_t fz_dev(struct fz_thread *t, char *b, char *desc, size_t dlen)
+{
+	const char * const names[] = { "lo", rs.netdev ?: "eth0", "fzdummy0",
+				       "", NULL };
+
+	return fz_name(t, b, names, ARRAY_SIZE(names), desc, dlen);
+}
+
+/* SOL_TLS TLS_TX/TLS_RX: AES-GCM-128 keys, TLS 1.2 or 1.3, or junk */
+static socklen_t fz_tls(struct fz_thread *t, char *b, char *desc, size_t dlen)
+{
+	struct fz_tls *c = (void *)b;
+	unsigned int i;
+
+	for (i = 0; i < sizeof(*c); i++)
+		b[i] = fz_r(t);
+	c->version = fz_chance(t, 90) ? 0x0303 + fz_below(t, 2) : fz_r(t);
+	c->cipher = fz_chance(t, 90) ? 51 : 51 + fz_below(t, 8);
+	snprintf(desc, dlen, "tls version %#x cipher %u", c->version,
+		 c->cipher);
+	return fz_chance(t, 90) ? sizeof(*c) : fz_below(t, 64);
+}
+
+/* An int of a kind; small ones mostly for the flags and modes. */
+static socklen_t fz_vint(struct fz_thread *t, const struct fz_opt *o, char *b,
+			 char *desc, size_t dlen)
+{
+	int *v = (int *)b;
+
+	switch (o->kind) {
+	case V_BOOL:
+		*v = fz_chance(t, 90) ? (int)fz_below(t, 2) : fz_int(t);
+		break;
+	case V_REPAIR:	/* TCP_REPAIR_ON, _OFF, _OFF_NO_WP */
+		*v = fz_chance(t, 90) ? (int)fz_below(t, 3) - 1 : fz_int(t);
+		if (fz_chance(t, 50))
+			*v = 1;
+		break;
+	case V_RQUEUE:	/* TCP_NO_QUEUE, RECV, SEND */
+		*v = fz_chance(t, 90) ? (int)fz_below(t, 3) : fz_int(t);
+		break;
+	case V_FORM:	/* IPV6_ADDRFORM: to AF_INET */
+		*v = fz_chance(t, 80) ? AF_INET : fz_chance(t, 50) ?
+		     AF_INET6 : fz_int(t);
+		break;
+	case V_BPFFD:
+		*v = fz_chance(t, 50) ? -1 : (int)fz_below(t, 1024);
+		break;
+	default:
+		*v = fz_int(t);
+	}
+	snprintf(desc, dlen, "%d", *v);
+	return sizeof(int);
+}
+
+/* The value of option o into b (an input also for getsockopt); length. */
+static socklen_t fz_vval(struct fz_thread *t, const struct fz_opt *o, char *b,
+			 char *desc, size_t dlen)
+{
+	static const socklen_t outs[] = { 4, 8, 20, 104, 232, 256, 512 };
+	struct linger *l = (void *)b;
+	uint32_t *w = (uint32_t *)b;
+	unsigned int i;
+
+	for (i = 0; i < 512; i++)
+		b[i] = fz_r(t);
+	switch (o->kind) {
+	case V_ULP:
+	case V_CC:
+		return fz_ulp_cc(t, b, o->kind == V_ULP, desc, dlen);
+	case V_ROPTS:
+		return fz_repair_opts(t, b, desc, dlen);
+	case V_RWIN:	/* snd_wl1, snd_wnd, max_window, rcv_wnd, rcv_wup */
+		for (i = 1; i < 4 && fz_chance(t, 80); i++)
+			w[i] = fz_below(t, 65536) << fz_below(t, 8);
+		snprintf(desc, dlen, "window %u %u %u %u %u", w[0], w[1], w[2],
+			 w[3], w[4]);
+		return fz_chance(t, 90) ? 20 : fz_below(t, 24);
+	case V_MD5:
+		return fz_md5(t, b, desc, dlen);
+	case V_TFOKEY:
+		snprintf(desc, dlen, "fastopen key");
+		return fz_chance(t, 80) ? 16 * (1 + fz_below(t, 2)) :
+		       fz_below(t, 40);
+	case V_ZC:
+		return fz_zerocopy(t, b, desc, dlen);
+	case V_IPOPTS:
+		return fz_ipopts(t, b, desc, dlen);
+	case V_LINGER:
+		l->l_onoff = fz_below(t, 2);
+		l->l_linger = fz_chance(t, 80) ? (int)fz_below(t, 3) : fz_int(t);
+		snprintf(desc, dlen, "linger %d %d", l->l_onoff, l->l_linger);
+		return sizeof(*l);
+	case V_FILTER:
+		return fz_filter(t, b, desc, dlen);
+	case V_TXTIME:	/* struct sock_txtime: clockid, flags */
+		w[0] = fz_chance(t, 80) ? (fz_chance(t, 50) ? CLOCK_MONOTONIC :
+			11 /* CLOCK_TAI */) : fz_below(t, 16);
+		w[1] = fz_below(t, 8);
+		snprintf(desc, dlen, "txtime clock %u flags %u", w[0], w[1]);
+		return 8;
+	case V_DEV:
+		return fz_dev(t, b, desc, dlen);
+	case V_TLS:
+		return fz_tls(t, b, desc, dlen);
+	case V_OUT:
+	case V_BYTES:
+		snprintf(desc, dlen, "bytes");
+		return fz_chance(t, 70) ? outs[fz_below(t, ARRAY_SIZE(outs))] :
+		       fz_below(t, 600);
+	default:
+		return fz_vint(t, o, b, desc, dlen);
+	}
+}
+
+static const struct fz_opt *fz_vpick(struct fz_thread *t)
+{
+	static unsigned int sum;
+	unsigned int i, r;
+
+	if (!sum)
+		for (i = 0; i < ARRAY_SIZE(fz_opts); i++)
+			sum += fz_opts[i].weight;
+	r = fz_below(t, sum);
+	for (i = 0; r >= fz_opts[i].weight; i++)
+		r -= fz_opts[i].weight;
+	return &fz_opts[i];
+}
+
+/* Connected over the TCP fallback? (RDMASTREAM_INFO, not a counted call) */
+static bool fz_fb_connected(int fd)
+{
+	struct rdmastream_info info = {};
+	socklen_t len = sizeof(info);
+
+	if (rs.tcp || getsockopt(fd, SOL_RDMASTREAM, RDMASTREAM_INFO, &info,
+				 &len))
+		return false;
+	return (info.rsi_flags & RDMASTREAM_INFO_F_FALLBACK) &&
+	       info.rsi_state == RDMASTREAM_ESTABLISHED;
+}
+
+/*
+ * A named option with a meaningful value (or, one time in ten, a wrong
+ * length). A set of a notable one that succeeds is printed, every call
+ * with RS_FUZZ_VERBOSE=1.
+ */
+static void fz_vopt(struct fz_thread *t, int fd, bool get)
+{
+	const struct fz_opt *o = fz_vpick(t);
+	char desc[128];
+	socklen_t len = fz_vval(t, o, t->buf, desc, sizeof(desc)), asked;
+	bool fb;
+	int ret;
+
+	if (fz_chance(t, 10))
+		len = fz_chance(t, 50) ? fz_below(t, len + 2) : fz_below(t, 1024);
+	asked = len;
+	fz_begin(t, get ? OP_VGET : OP_VSET, fz_bound(t));
+	fb = fz_fb_connected(fd);
+	ret = get ? getsockopt(fd, o->level, o->name, t->buf, &len) :
+		    setsockopt(fd, o->level, o->name, t->buf, len);
+	fz_end(t, ret);
+	t->vcalls++;
+	t->vfb += fb;
+	if (fz.verbose || (!ret && !get && o->notable))
+		fz_log(t, "%ssockopt(fd %d%s, %s, %s, %s, len %u) = %d%s%s",
+		       get ? "get" : "set", fd, fb ? " over TCP" : "",
+		       fz_level_name(o->level), o->id, desc, asked, ret,
+		       ret ? " " : "", ret ? strerror(errno) : "");
+	if (get && !ret && len > asked && len > 4) {
+		fprintf(stderr, "# FINDING: getsockopt(%s, %s) length %u > %u\n",
+			fz_level_name(o->level), o->id, len, asked);
+		fz_flag(&fz.hung);
+	}
+}
+
+static void fz_vsetsockopt(struct fz_thread *t, int fd)
+{
+	fz_vopt(t, fd, false);
+}
+
+static void fz_vgetsockopt(struct fz_thread *t, int fd)
+{
+	fz_vopt(t, fd, true);
+}
+
+/* ioctls TCP's (or IPv6's) ioctl and the core's device ioctls answer */
+enum fz_arg { A_INT, A_TIME, A_IFCONF, A_IFR, A_IFR_SET, A_RT, A_ARP };
+
+struct fz_ioc {
+	unsigned long cmd;
+	unsigned char arg;
+	const char *id;
+};
+
+#define I(c, a)	{ c, a, #c }
+
+static const struct fz_ioc fz_iocs[] = {
+	I(SIOCINQ, A_INT), I(SIOCOUTQ, A_INT), I(SIOCOUTQNSD, A_INT),
+	I(SIOCATMARK, A_INT), I(FZ_SIOCGSTAMP, A_TIME),
+	I(FZ_SIOCGSTAMPNS, A_TIME), I(FIONBIO, A_INT), I(FIOASYNC, A_INT),
+	I(SIOCGIFCONF, A_IFCONF), I(SIOCGIFNAME, A_IFR),
+	I(SIOCGIFINDEX, A_IFR), I(SIOCGIFFLAGS, A_IFR), I(SIOCGIFADDR, A_IFR),
+	I(SIOCGIFNETMASK, A_IFR), I(SIOCGIFBRDADDR, A_IFR),
+	I(SIOCGIFMTU, A_IFR), I(SIOCGIFHWADDR, A_IFR), I(SIOCGIFTXQLEN, A_IFR),
+	I(SIOCSIFADDR, A_IFR_SET), I(SIOCSIFFLAGS, A_IFR_SET),
+	I(SIOCSIFMTU, A_IFR_SET), I(SIOCSIFNETMASK, A_IFR_SET),
+	I(SIOCSIFBRDADDR, A_IFR_SET), I(SIOCSIFDSTADDR, A_IFR_SET),
+	I(SIOCDIFADDR, A_IFR_SET), I(SIOCSIFHWADDR, A_IFR_SET),
+	I(SIOCSIFTXQLEN, A_IFR_SET), I(SIOCSIFNAME, A_IFR_SET),
+	I(SIOCADDRT, A_RT), I(SIOCDELRT, A_RT), I(SIOCADDRT, A_RT),
+	I(SIOCGARP, A_ARP), I(SIOCSARP, A_ARP), I(SIOCDARP, A_ARP),
+};
+
+#undef I
+
+/* A host route to TEST-NET-2 (198.51.100.0/24) or 2001:db8::/32, on lo */
+static void fz_route(struct fz_thread *t, char *b, char *desc, size_t dlen)
+{
+	static const char * const devs[] = { "lo", "fzdummy0", NULL };
+	struct rtentry *rt = (void *)b;
+	struct in6_rtmsg *r6 = (void *)b;
+	struct sockaddr_in *dst = (struct sockaddr_in *)&rt->rt_dst;
+	struct sockaddr_in *mask = (struct sockaddr_in *)&rt->rt_genmask;
+	unsigned int host = 1 + fz_below(t, 254);
+	const char *dev = devs[fz_below(t, ARRAY_SIZE(devs))];
+
+	memset(b, 0, sizeof(*rt) + sizeof(*r6));
+	if (fz_chance(t, 30)) {	/* what an IPv6 socket's ioctl reads */
+		r6->rtmsg_dst.s6_addr[0] = 0x20;
+		r6->rtmsg_dst.s6_addr[1] = 0x01;
+		r6->rtmsg_dst.s6_addr[2] = 0x0d;
+		r6->rtmsg_dst.s6_addr[3] = 0xb8;
+		r6->rtmsg_dst.s6_addr[15] = host;
+		r6->rtmsg_dst_len = fz_chance(t, 90) ? 128 : fz_below(t, 129);
+		r6->rtmsg_flags = RTF_UP;
+		r6->rtmsg_metric = 1;
+		r6->rtmsg_ifindex = fz_chance(t, 80) ? 1 : (int)fz_below(t, 4);
+		snprintf(desc, dlen, "in6_rtmsg 2001:db8::%x/%u ifindex %d",
+			 host, r6->rtmsg_dst_len, r6->rtmsg_ifindex);
+		return;
+	}
+	dst->sin_family = AF_INET;
+	dst->sin_addr.s_addr = htonl(0xc6336400 | host);
+	mask->sin_family = AF_INET;
+	mask->sin_addr.s_addr = htonl(0xffffffff);
+	rt->rt_flags = RTF_UP | RTF_HOST;
+	rt->rt_metric = fz_below(t, 3);
+	rt->rt_dev = (char *)dev;
+	snprintf(desc, dlen, "rtentry 198.51.100.%u/32 dev %s", host,
+		 dev ?: "none");
+}
+
+static void fz_ifname(struct fz_thread *t, char *name, bool set)
+{
+	unsigned int i;
+
+	if (set || fz_chance(t, 20)) {	/* one that does not exist */
+		strcpy(name, "fz");
+		for (i = 2; i < 8; i++)
+			name[i] = 'a' + fz_below(t, 26);
+		name[8] = 0;
+		return;
+	}
+	snprintf(name, IFNAMSIZ, "%s", fz_chance(t, 50) ? "lo" :
+		 rs.netdev ?: "eth0");
+}
+
+/* The argument of an ioctl into b; set ones only name devices not there. */
+static void fz_ioc_arg(struct fz_thread *t, const struct fz_ioc *c, char *b,
+		       char *desc, size_t dlen)
+{
+	struct ifreq *ifr = (void *)b;
+	struct ifconf *ifc = (void *)b;
+	struct arpreq *arp = (void *)b;
+	struct sockaddr_in *sin = (struct sockaddr_in *)&ifr->ifr_addr;
+	unsigned int i;
+
+	for (i = 0; i < 512; i++)
+		b[i] = fz_r(t);
+	switch (c->arg) {
+	case A_INT:
+		*(int *)b = fz_below(t, 2);
+		break;
+	case A_IFCONF:
+		ifc->ifc_len = fz_chance(t, 50) ? 40 * (int)fz_below(t, 8) :
+			       (int)fz_below(t, 1024);
+		ifc->ifc_buf = fz_chance(t, 80) ? b + 1024 : NULL;
+		break;
+	case A_IFR:
+	case A_IFR_SET:
+		fz_ifname(t, ifr->ifr_name, c->arg == A_IFR_SET);
+		if (fz_chance(t, 50)) {
+			sin->sin_family = AF_INET;
+			sin->sin_addr.s_addr = htonl(0xc6336400 |
+						     fz_below(t, 256));
+		}
+		if (c->cmd == SIOCGIFNAME)
+			ifr->ifr_ifindex = fz_below(t, 4);
+		if (c->cmd == SIOCSIFNAME)
+			strcpy(ifr->ifr_newname, "fzdummy1");
+		snprintf(desc, dlen, "ifreq %s", ifr->ifr_name);
+		break;
+	case A_RT:
+		fz_route(t, b, desc, dlen);
+		break;
+	case A_ARP:
+		memset(arp, 0, sizeof(*arp));
+		sin = (struct sockaddr_in *)&arp->arp_pa;
+		sin->sin_family = AF_INET;
+		sin->sin_addr.s_addr = htonl(0xc6336400 | fz_below(t, 256));
+		arp->arp_ha.sa_family = ARPHRD_ETHER;
+		arp->arp_flags = fz_chance(t, 80) ? ATF_COM | ATF_PERM :
+				 fz_r(t);
+		fz_ifname(t, arp->arp_dev, fz_chance(t, 70));
+		if (fz_chance(t, 20))
+			arp->arp_dev[0] = 0;
+		snprintf(desc, dlen, "arpreq 198.51.100.%u dev %s",
+			 ntohl(sin->sin_addr.s_addr) & 0xff, arp->arp_dev);
+		break;
+	}
+}
+
+static void fz_vioctl(struct fz_thread *t, int fd)
+{
+	const struct fz_ioc *c = &fz_iocs[fz_below(t, ARRAY_SIZE(fz_iocs))];
+	char desc[96] = "";
+	void *p = t->buf;
+	bool fb;
+	int ret;
+
+	fz_ioc_arg(t, c, t->buf, desc, sizeof(desc));
+	if (fz_chance(t, 3))
+		p = fz_chance(t, 50) ? NULL : (void *)fz.ro;
+	fz_begin(t, OP_VIOCTL, fz_bound(t));
+	fb = fz_fb_connected(fd);
+	ret = ioctl(fd, c->cmd, p);
+	fz_end(t, ret);
+	t->vcalls++;
+	t->vfb += fb;
+	if (fz.verbose || (!ret && c->arg >= A_IFR_SET && c->cmd != SIOCGARP))
+		fz_log(t, "ioctl(fd %d%s, %s, %s) = %d%s%s", fd,
+		       fb ? " over TCP" : "", c->id, desc, ret,
+		       ret ? " " : "", ret ? strerror(errno) : "");
 }
 
 static void fz_getname(struct fz_thread *t, int fd)
@@ -934,30 +1739,38 @@ static void fz_flip(struct fz_thread *t, int fd)
 	}
 }
 
-/* A connected pair and its listener, so that the data calls have some. */
-static void fz_pair(struct fz_thread *t, int fd)
+/* A socket of a pair: ours (fallback mode fb, -1: the default) or TCP's. */
+static int fz_pair_sock(bool v6, bool tcp, int fb, int flags)
+{
+	int fd;
+
+	if (tcp)
+		return socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | flags,
+			      IPPROTO_TCP);
+	fd = rs_fallback_env(socket(rs.ip && v6 ? AF_INET6 : rs.family,
+				    SOCK_STREAM | flags, rs.protocol));
+	if (fd >= 0 && fb >= 0)
+		rs_setint(fd, SOL_RDMASTREAM, RDMASTREAM_FALLBACK, fb);
+	return fd;
+}
+
+/*
+ * A connected pair and its listener, so that the data calls have some:
+ * a listener of ours (fallback mode lfb) or kernel TCP's (tcp), a client
+ * of ours (mode cfb) connected to it. Over the fallback when a mode says
+ * so (or RS_FALLBACK does): then the client is remembered in fz.fb.
+ */
+static void fz_pair_of(struct fz_thread *t, int op, int lfb, int cfb,
+		       bool tcp)
 {
 	struct sockaddr_storage ss;
-	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-	bool v6 = fz_chance(t, 30);
-	socklen_t len;
+	bool v6;
+	socklen_t len = fz_pair_addr(t, &ss, &v6);
 	int l, c, a = -1;
-	(void)fd;	/* the call picks its own descriptors */
 
-	fz_begin(t, OP_PAIR, 3000);
-	l = socket(rs.ip && v6 ? AF_INET6 : rs.family,
-		   SOCK_STREAM | SOCK_CLOEXEC, rs.protocol);
-	c = socket(rs.ip && v6 ? AF_INET6 : rs.family,
-		   SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, rs.protocol);
-	len = rs_sin((struct sockaddr_in *)&ss, fz.addr, 0);
-	if (v6) {
-		memset(&ss, 0, sizeof(ss));
-		s6->sin6_family = AF_INET6;
-		s6->sin6_addr.s6_addr[10] = 0xff;
-		s6->sin6_addr.s6_addr[11] = 0xff;
-		memcpy(&s6->sin6_addr.s6_addr[12], &fz.addr, 4);
-		len = sizeof(*s6);
-	}
+	fz_begin(t, op, 3000);
+	l = fz_pair_sock(v6, tcp, lfb, SOCK_CLOEXEC);
+	c = fz_pair_sock(v6, false, cfb, SOCK_CLOEXEC | SOCK_NONBLOCK);
 	if (l < 0 || c < 0 || bind(l, (void *)&ss, len) ||
 	    listen(l, 1 + fz_below(t, 8)))
 		goto out;
@@ -978,10 +1791,84 @@ out:
 		rs_set_timeo(a, SO_SNDTIMEO, 1 + fz_below(t, 400));
 		rs_set_timeo(c, SO_SNDTIMEO, 1 + fz_below(t, 400));
 		rs_set_nonblock(c, fz_chance(t, 30));
+		if (tcp || cfb == 2 || rs_fb_forced())
+			fz_note_fb(c);
+		if (!tcp && (lfb == 2 || rs_fb_forced()))
+			fz_note_fb(a);
 		fz_put(t, a);
 	}
 	if (c >= 0)
 		fz_put(t, c);
+	if (l >= 0)
+		fz_put(t, l);
+}
+
+static void fz_pair(struct fz_thread *t, int fd)
+{
+	int fb = fz_chance(t, 20) ? 2 : -1;
+	(void)fd;	/* the call picks its own descriptors */
+
+	fz_pair_of(t, OP_PAIR, fb, fb, false);
+}
+
+/*
+ * A connection over the TCP fallback: a client of ours with fallback
+ * forced (or, to a TCP listener, sometimes automatic: the RDMA attempt is
+ * refused and it falls back) to a listener of ours or to kernel TCP's.
+ */
+static void fz_fbpair(struct fz_thread *t, int fd)
+{
+	bool tcp = fz_chance(t, 50);
+	int cfb = tcp && fz_chance(t, 30) ? 1 : 2;
+	(void)fd;	/* the call picks its own descriptors */
+
+	fz_pair_of(t, OP_FBPAIR, fz_chance(t, 50) ? 2 : 1, cfb, tcp);
+}
+
+/*
+ * What panicked the host once: a socket with fallback forced, connected to
+ * a TCP listener, is given a real ULP through TCP_ULP, and sends.
+ */
+static void fz_ulpseq(struct fz_thread *t, int fd)
+{
+	static const char * const ulp[] = { "mptcp", "mptcp", "tls",
+					    "espintcp", "smc" };
+	const char *name = ulp[fz_below(t, ARRAY_SIZE(ulp))];
+	size_t n = 1 + fz_below(t, 4096);
+	struct sockaddr_storage ss;
+	bool v6;
+	socklen_t len = fz_pair_addr(t, &ss, &v6);
+	int l, c, a = -1, ret = -1;
+	(void)fd;	/* the call picks its own descriptors */
+
+	fz_begin(t, OP_ULPSEQ, 3000);
+	l = fz_pair_sock(v6, true, -1, SOCK_CLOEXEC);
+	c = fz_pair_sock(v6, false, 2, SOCK_CLOEXEC);
+	if (l < 0 || c < 0 || bind(l, (void *)&ss, len) || listen(l, 4))
+		goto out;
+	len = sizeof(ss);
+	getsockname(l, (void *)&ss, &len);
+	rs_set_timeo(c, SO_SNDTIMEO, 2000);
+	rs_set_timeo(l, SO_RCVTIMEO, 2000);
+	if (connect(c, (void *)&ss, len))
+		goto out;
+	a = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+	ret = setsockopt(c, SOL_TCP, TCP_ULP, name, strlen(name));
+	if (!ret || fz.verbose)
+		fz_log(t, "ulp-seq: fd %d (%s, %s) -> TCP listener port %u, TCP_ULP \"%s\" = %d%s%s, send %zu",
+		       c, rs.tcp ? "kernel TCP" : "fallback 2",
+		       v6 ? "IPv6" : "IPv4",
+		       ntohs(((struct sockaddr_in *)&ss)->sin_port), name, ret,
+		       ret ? " " : "", ret ? strerror(errno) : "", n);
+	ret = send(c, t->buf, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+out:
+	fz_end(t, ret);
+	if (a >= 0)
+		fz_put(t, a);
+	if (c >= 0) {
+		fz_note_fb(c);
+		fz_put(t, c);
+	}
 	if (l >= 0)
 		fz_put(t, l);
 }
@@ -1065,6 +1952,9 @@ static void (* const fz_calls[OP_N])(struct fz_thread *t, int fd) = {
 	[OP_FCNTL] = fz_fcntl, [OP_POLL] = fz_poll, [OP_EPOLL] = fz_epoll,
 	[OP_DUP] = fz_dup1, [OP_DUP2] = fz_dup2, [OP_FORK] = fz_fork,
 	[OP_CLOSE] = fz_close, [OP_MMAP] = fz_flip, [OP_PAIR] = fz_pair,
+	[OP_VSET] = fz_vsetsockopt, [OP_VGET] = fz_vgetsockopt,
+	[OP_VIOCTL] = fz_vioctl, [OP_FBPAIR] = fz_fbpair,
+	[OP_ULPSEQ] = fz_ulpseq,
 };
 
 static void fz_one(struct fz_thread *t)
@@ -1076,7 +1966,9 @@ static void fz_one(struct fz_thread *t)
 	r = fz_below(t, sum);
 	for (op = 0; r >= fz_weight[op]; op++)
 		r -= fz_weight[op];
-	fz_calls[op](t, fz_pick(t));
+	/* the vocabulary's calls mostly on sockets over the fallback */
+	fz_calls[op](t, op == OP_VSET || op == OP_VGET || op == OP_VIOCTL ?
+		     fz_pick_fb(t, 60) : fz_pick(t));
 }
 
 static void *fz_worker(void *arg)
@@ -1094,6 +1986,7 @@ static void *fz_worker(void *arg)
 	while (!fz_get(&fz.stop) && rs_now() < fz.end)
 		fz_one(t);
 	close(t->epfd);
+	fz_flag(&t->done);
 	return NULL;
 }
 
@@ -1174,6 +2067,7 @@ static void *fz_events(void *arg)
 	}
 	if (anchor >= 0)
 		close(anchor);
+	fz_flag(&t->done);
 	return NULL;
 }
 
@@ -1228,7 +2122,7 @@ static bool fz_check_hang(void)
 
 static void fz_report(void)
 {
-	unsigned long calls, ok, total = 0;
+	unsigned long calls, ok, total = 0, vcalls = 0, vfb = 0;
 	unsigned int op, i;
 
 	for (op = 0; op < OP_N; op++) {
@@ -1242,6 +2136,12 @@ static void fz_report(void)
 			rs_info("%-10s %9lu calls %9lu succeeded", fz_op_name[op],
 				calls, ok);
 	}
+	for (i = 0; i < fz.nthreads; i++) {
+		vcalls += fz.t[i].vcalls;
+		vfb += fz.t[i].vfb;
+	}
+	rs_info("v- calls on sockets connected over the TCP fallback: %lu of %lu",
+		vfb, vcalls);
 	rs_info("total %lu calls in %u s, %u threads, seed %llu", total,
 		fz.secs, fz.nthreads, (unsigned long long)fz.seed);
 }
@@ -1295,6 +2195,8 @@ static void fz_setup(void)
 	fz_find_addr6();
 	for (i = 0; i < FZ_SLOTS; i++)
 		fz.slot[i] = -1;
+	for (i = 0; i < FZ_FB; i++)
+		fz.fb[i] = -1;
 	/* shared, remapped and read-only areas in one reservation */
 	p = mmap(NULL, 3 * FZ_BUF, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -1318,7 +2220,11 @@ static void fz_setup(void)
 	}
 }
 
-/* Whether all calls returned: joins, or reports the threads that hang. */
+/*
+ * Whether all calls returned: joins, or reports the threads that hang,
+ * and those that ended without leaving their loop: an oops in a system
+ * call kills the thread, which a join cannot tell from a return.
+ */
 static bool fz_join(void)
 {
 	struct timespec ts;
@@ -1335,6 +2241,11 @@ static bool fz_join(void)
 				i, fz_op_name[__atomic_load_n(&fz.t[i].op,
 						       __ATOMIC_RELAXED)]);
 			rs_stacks_dump();
+			ok = false;
+		} else if (!fz_get(&fz.t[i].done)) {
+			fprintf(stderr, "# FINDING: thread %u died in %s (killed in the kernel? see its log)\n",
+				i, fz_op_name[__atomic_load_n(&fz.t[i].op,
+						       __ATOMIC_RELAXED)]);
 			ok = false;
 		}
 	}
@@ -1421,7 +2332,8 @@ TEST(syscalls)
 		}
 	}
 	fz_flag(&fz.stop);
-	EXPECT_TRUE(fz_join()) TH_LOG("a call does not return: see above");
+	EXPECT_TRUE(fz_join())
+		TH_LOG("a call does not return, or a thread died: see above");
 	fz_reap(true);
 	fz_close_all();
 	fz_report();
@@ -1707,6 +2619,8 @@ int main(int argc, char **argv)
 	fz.hang = rs_env_ulong("RS_FUZZ_HANG", 60);
 	fz.settle = rs_env_ulong("RS_FUZZ_SETTLE", 60);
 	fz.selfcheck = rs_env_ulong("RS_FUZZ_SELFCHECK", 0);
+	fz.verbose = rs_env_ulong("RS_FUZZ_VERBOSE", 0);
+	fz_weight[OP_ULPSEQ] = rs_env_ulong("RS_FUZZ_ULPSEQ", 1);
 	while ((c = getopt(argc, argv, "s:t:j:Eh")) != -1) {
 		switch (c) {
 		case 's':

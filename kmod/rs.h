@@ -279,6 +279,7 @@ struct rs_stats {
 	u64 zcopy_sends;
 	u64 local_invs;
 	u64 inv_fences;			/* rs_dslot_inv_fence() waited */
+	u64 direct_refused;		/* receive pins rs_pin_writable() refused */
 	u64 remote_invs;
 	u64 errors;
 	u64 spin_hits;			/* waits ended by spinning, and */

@@ -9,7 +9,10 @@
 #ifndef RS_COMPAT_H
 #define RS_COMPAT_H
 
+#include <linux/magic.h>
+#include <linux/mm.h>
 #include <linux/net.h>
+#include <linux/shmem_fs.h>
 #include <linux/uio.h>
 #include <linux/sched/mm.h>
 #include <linux/workqueue.h>
@@ -67,6 +70,34 @@ static inline const struct iovec *iter_iov(const struct iov_iter *iter)
 /* iov_iter: user memory behind the iterator (6.0) */
 #ifndef RS_HAVE_USER_BACKED_ITER
 #define user_backed_iter(it)	iter_is_iovec(it)
+#endif
+
+/* pin_user_pages() without its vmas argument (6.5) */
+static inline long rs_pin_user_pages(unsigned long start,
+				     unsigned long nr_pages,
+				     unsigned int gup_flags,
+				     struct page **pages)
+{
+#ifdef RS_HAVE_PIN_USER_PAGES_NOVMAS
+	return pin_user_pages(start, nr_pages, gup_flags, pages);
+#else
+	return pin_user_pages(start, nr_pages, gup_flags, pages, NULL);
+#endif
+}
+
+/*
+ * shmem_file(): 5.10 exports neither shmem_mapping() nor the shmem_aops
+ * it compares with (6.1 inlines it), but every shmem inode (tmpfs, memfd,
+ * shared anonymous memory, SysV shm) is on a tmpfs superblock.
+ */
+#ifdef RS_HAVE_SHMEM_MAPPING
+#define rs_shmem_file(file)	shmem_file(file)
+#else
+static inline bool rs_shmem_file(struct file *file)
+{
+	return file->f_mapping &&
+	       file->f_mapping->host->i_sb->s_magic == TMPFS_MAGIC;
+}
 #endif
 
 /* sk_error_report() also notifies BPF (5.12); before, the callback */

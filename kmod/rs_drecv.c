@@ -531,8 +531,16 @@ static int __rs_drecv(struct rs_sock *rs, struct msghdr *msg, u32 len,
 	if (!dmax)
 		return -EOPNOTSUPP;
 	rs_dslot_mr_prepare(rs);
-	/* over RLIMIT_MEMLOCK (-ENOBUFS) too: the ring takes the bytes */
+	/*
+	 * over RLIMIT_MEMLOCK (-ENOBUFS) or in memory the device may not
+	 * write (-EPERM) too: the ring takes the bytes
+	 */
 	got = rs_pin_user(&pin, &msg->msg_iter, min(len, dmax), true);
+	if (got == -EPERM) {
+		spin_lock_bh(&rs->lock);
+		rs->stats.direct_refused++;
+		spin_unlock_bh(&rs->lock);
+	}
 	if (got <= 0)
 		return -EOPNOTSUPP;
 	if (rs_policy(rs) == RDMASTREAM_POLICY_DYNAMIC &&

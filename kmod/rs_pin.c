@@ -4,9 +4,10 @@
  *
  * Only the first segment of a user-space iterator is taken, so a direct
  * transfer always covers one virtually contiguous range. Pages are pinned
- * with FOLL_PIN | FOLL_LONGTERM (pin_user_pages_fast): an advertised
- * receive may hold its pins for as long as the application blocks, so the
- * pages are first moved out of CMA and ZONE_MOVABLE. Pins are charged to
+ * with FOLL_PIN | FOLL_LONGTERM: an advertised receive may hold its pins
+ * for as long as the application blocks, so the pages are first moved out
+ * of CMA and ZONE_MOVABLE. A receive pins only anonymous, shmem and
+ * hugetlb memory (rs_pin_writable()). Pins are charged to
  * the caller's mm (pinned_vm) against RLIMIT_MEMLOCK unless it has
  * CAP_IPC_LOCK, as ib_umem charges user MRs; over the limit the pin fails
  * with -ENOBUFS and the transfer goes through the rings instead. They are
@@ -15,6 +16,7 @@
  * DMA mapping is separate because it happens under rs_sock.lock, where a
  * teardown can undo it (rs_dslots_unmap_locked, rs_zsends_unmap_locked).
  */
+#include <linux/hugetlb.h>
 #include <linux/mm.h>
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
@@ -79,15 +81,64 @@ static void rs_pin_uncharge(struct rs_pin *p)
 }
 
 /*
+ * Whether the device may write into [start, end) of mm for as long as a
+ * pin lasts: 0 for anonymous memory (which a private file mapping becomes
+ * where FOLL_WRITE breaks COW), shmem and hugetlb; -EPERM for a shared
+ * mapping of any other file, whose pages are page cache under the file
+ * system's writeback that the device would dirty behind its back (GUP
+ * refuses such pins itself from 6.5); -EFAULT for a hole. Under mmap_lock.
+ */
+static int rs_pin_writable(struct mm_struct *mm, unsigned long start,
+			   unsigned long end)
+{
+	struct vm_area_struct *vma;
+
+	for (; start < end; start = vma->vm_end) {
+		vma = find_vma(mm, start);
+		if (!vma || vma->vm_start > start)
+			return -EFAULT;
+		if ((vma->vm_flags & VM_SHARED) && vma->vm_file &&
+		    !is_vm_hugetlb_page(vma) && !rs_shmem_file(vma->vm_file))
+			return -EPERM;
+	}
+	return 0;
+}
+
+/*
+ * Pin p->npages from start into p->pages; returns how many or an errno.
+ * For a receive the check of the memory and the pin are made under one
+ * mmap_lock, so that no mmap() can put a file under the range between.
+ */
+static long rs_pin_pages(struct rs_pin *p, unsigned long start, bool write)
+{
+	struct mm_struct *mm = current->mm;
+	long got;
+
+	if (!write)
+		return pin_user_pages_fast(start, p->npages, FOLL_LONGTERM,
+					   p->pages);
+	if (mmap_read_lock_killable(mm))
+		return -EINTR;
+	got = rs_pin_writable(mm, start, start + p->npages * PAGE_SIZE);
+	if (!got)
+		got = rs_pin_user_pages(start, p->npages,
+					FOLL_LONGTERM | FOLL_WRITE, p->pages);
+	mmap_read_unlock(mm);
+	return got;
+}
+
+/*
  * Pin up to max bytes at the iterator's position (which does not move).
  * Returns the bytes pinned or a negative errno (-ENOBUFS: over the
- * caller's RLIMIT_MEMLOCK); partial pins are undone.
+ * caller's RLIMIT_MEMLOCK; -EPERM: a receive into memory the device may
+ * not write, rs_pin_writable()); partial pins are undone.
  */
 int rs_pin_user(struct rs_pin *p, struct iov_iter *it, u32 max, bool write)
 {
 	unsigned long addr;
 	size_t len;
-	int got, ret;
+	long got;
+	int ret;
 
 	memset(p, 0, sizeof(*p));
 	if (!rs_iter_first(it, &addr, &len))
@@ -104,9 +155,7 @@ int rs_pin_user(struct rs_pin *p, struct iov_iter *it, u32 max, bool write)
 		ret = -ENOMEM;
 		goto uncharge;
 	}
-	got = pin_user_pages_fast(addr & PAGE_MASK, p->npages,
-				  FOLL_LONGTERM | (write ? FOLL_WRITE : 0),
-				  p->pages);
+	got = rs_pin_pages(p, addr & PAGE_MASK, write);
 	if (got != p->npages) {
 		if (got > 0)
 			unpin_user_pages(p->pages, got);

@@ -164,6 +164,7 @@ void rs_info_fill(struct rs_sock *rs, struct rdmastream_info *info)
 	info->rsi_cap_stalls = rs->stats.cap_stalls;
 	info->rsi_inv_fences = rs->stats.inv_fences;
 	info->rsi_adverts_skipped = RS_LOAD_ONCE(&rs->dlearn.skipped);
+	info->rsi_direct_refused = rs->stats.direct_refused;
 	rs_info_direct(rs, info);
 	spin_unlock_bh(&rs->lock);
 	rs_fb_info(rs, info);

@@ -22,6 +22,7 @@
 
 #include <stddef.h>
 #include <sys/epoll.h>
+#include <sys/statfs.h>
 
 #define DEFAULT_THRESHOLD	32768
 #define BIG			(256 * RS_KIB)
@@ -757,20 +758,18 @@ TEST_F(direct, small_recvs_stay_indirect)
 }
 
 /*
- * One MSG_WAITALL recv of len bytes while nothing is queued: advertised
- * or not as expected, and then direct or indirect throughout.
+ * One MSG_WAITALL recv of len bytes into buf while nothing is queued:
+ * advertised or not as expected, and then direct or indirect throughout.
  */
-static void threshold_round(struct __test_metadata *_metadata, int c, int s,
-			    size_t len, bool advert, uint64_t *off)
+static void waitall_round(struct __test_metadata *_metadata, int c, int s,
+			  char *buf, size_t len, bool advert, uint64_t *off)
 {
 	struct rdmastream_info c0, s0, c1, s1;
 	uint64_t key = rs_key(0, 0, 63);
-	char *buf = malloc(len);
 	struct blocked b = {
 		.fd = s, .buf = buf, .len = len, .flags = MSG_WAITALL,
 	};
 
-	ASSERT_NE(NULL, buf);
 	snap(_metadata, c, &c0);
 	snap(_metadata, s, &s0);
 	ASSERT_EQ(0, pthread_create(&b.thr, NULL, blocked_fn, &b));
@@ -792,7 +791,6 @@ static void threshold_round(struct __test_metadata *_metadata, int c, int s,
 	ASSERT_EQ((ssize_t)len, b.ret) TH_LOG("recv: %s", strerror(b.err));
 	ASSERT_EQ(len, rs_pat_check(buf, len, key, *off));
 	*off += len;
-	free(buf);
 	snap(_metadata, c, &c1);
 	snap(_metadata, s, &s1);
 	if (advert) {
@@ -801,10 +799,23 @@ static void threshold_round(struct __test_metadata *_metadata, int c, int s,
 			TH_LOG("advertised MSG_WAITALL recv of %zu bytes", len);
 	} else {
 		EXPECT_EQ(0, D(s1, s0, rsi_adverts_sent));
+		EXPECT_EQ(0, D(s1, s0, rsi_direct_bytes_received));
+		EXPECT_EQ(0, D(c1, c0, rsi_direct_bytes_sent));
 		EXPECT_EQ(len, D(s1, s0, rsi_indirect_bytes_received))
-			TH_LOG("recv of %zu bytes below the threshold", len);
+			TH_LOG("recv of %zu bytes that must not advertise",
+			       len);
 	}
 	check_ways(_metadata, len, &c1, &c0, &s1, &s0);
+}
+
+static void threshold_round(struct __test_metadata *_metadata, int c, int s,
+			    size_t len, bool advert, uint64_t *off)
+{
+	char *buf = malloc(len);
+
+	ASSERT_NE(NULL, buf);
+	waitall_round(_metadata, c, s, buf, len, advert, off);
+	free(buf);
 }
 
 TEST_F(direct, threshold_applies)
@@ -1449,6 +1460,111 @@ TEST_F(direct, efault_send_unmapped)
 	munmap(p, pg);
 	free(rbuf);
 	free(tail);
+}
+
+/* ---- memory that is not anonymous, shmem or hugetlb ---- */
+
+#define EXT4_MAGIC	0xEF53
+
+/*
+ * A connection as in the direct fixture, and an ext4 file system on a
+ * loop device (its image in the VM's /tmp, which is tmpfs): ext4's page
+ * cache, where /tmp itself would be shmem.
+ */
+FIXTURE(filemap)
+{
+	int c, s;
+	size_t big;
+	char img[64];
+	char dir[64];	/* "" until mounted */
+};
+
+static void mount_ext4(struct __test_metadata *_metadata, char *img,
+		       char *dir)
+{
+	struct statfs st;
+
+	ASSERT_EQ(0, geteuid()) TH_LOG("needs root (mount)");
+	strcpy(img, "/tmp/rs-ext4.XXXXXX");
+	ASSERT_LE(0, close(mkstemp(img)));
+	rs_system("modprobe -qa loop ext4 2>/dev/null");
+	ASSERT_EQ(0, rs_system("truncate -s 32M %s && mkfs.ext4 -q -F %s",
+			       img, img));
+	strcpy(dir, "/tmp/rs-mnt.XXXXXX");
+	ASSERT_NE(NULL, mkdtemp(dir));
+	if (rs_system("mount -t ext4 -o loop %s %s", img, dir)) {
+		rmdir(dir);
+		dir[0] = 0;
+		ASSERT_TRUE(false) TH_LOG("cannot mount ext4 from a loop device");
+	}
+	ASSERT_EQ(0, statfs(dir, &st));
+	ASSERT_EQ(EXT4_MAGIC, st.f_type);
+}
+
+FIXTURE_SETUP(filemap)
+{
+	rs_watchdog(_metadata->timeout + 30);
+	rs_pair(_metadata, &self->c, &self->s);
+	settle(_metadata, self->c, self->s);
+	self->big = big_len(threshold(self->s));
+	if (!rs.tcp)
+		mount_ext4(_metadata, self->img, self->dir);
+}
+
+FIXTURE_TEARDOWN(filemap)
+{
+	if (self->dir[0]) {
+		rs_system("umount %s", self->dir);
+		rmdir(self->dir);
+	}
+	if (self->img[0])
+		unlink(self->img);
+	if (self->c >= 0)
+		close(self->c);
+	if (self->s >= 0)
+		close(self->s);
+}
+
+/*
+ * A receive into a shared mapping of an ext4 file goes through the stream
+ * buffer: the HCA would dirty page-cache pages behind the file system's
+ * back. Every byte reaches the file, and the next receive into anonymous
+ * memory goes direct again.
+ */
+TEST_F(filemap, shared_ext4_recv_stays_indirect)
+{
+	const size_t len = RS_MIB;
+	char path[96], *map, *anon, *back = malloc(len);
+	struct rdmastream_info s0, s1;
+	uint64_t off = 0;
+	int fd;
+
+	RS_SKIP_TCP("RDMASTREAM_INFO counters");
+	ASSERT_NE(NULL, back);
+	snprintf(path, sizeof(path), "%s/file", self->dir);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	ASSERT_LE(0, fd) TH_LOG("%s: %s", path, strerror(errno));
+	ASSERT_EQ(0, ftruncate(fd, len));
+	map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ASSERT_NE(MAP_FAILED, map);
+	memset(map, 0, len);	/* in the page cache, as the pin would find it */
+	snap(_metadata, self->s, &s0);
+	waitall_round(_metadata, self->c, self->s, map, len, false, &off);
+	snap(_metadata, self->s, &s1);
+	EXPECT_GT(D(s1, s0, rsi_direct_refused), 0);
+	ASSERT_EQ(0, msync(map, len, MS_SYNC));
+	ASSERT_EQ((ssize_t)len, pread(fd, back, len, 0));
+	EXPECT_EQ(len, rs_pat_check(back, len, rs_key(0, 0, 63), 0));
+
+	anon = mmap(NULL, self->big, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, anon);
+	waitall_round(_metadata, self->c, self->s, anon, self->big, true,
+		      &off);
+	munmap(anon, self->big);
+	munmap(map, len);
+	close(fd);
+	free(back);
 }
 
 /* ================================================================== */

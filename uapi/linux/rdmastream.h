@@ -214,6 +214,12 @@ struct rdmastream_info {
 					 * advertise: the ADVERTs before
 					 * them died empty
 					 */
+	/* pinning, sizes grow only by appending after this point */
+	__u64	rsi_direct_refused;	/* waits of receives that did not
+					 * advertise: the buffer is in a
+					 * shared file mapping (not shmem
+					 * or hugetlb)
+					 */
 };
 
 #define RDMASTREAM_INFO_F_PEER_READY	(1U << 0) /* peer buffer known */

@@ -773,6 +773,16 @@ int rs_fb_connect(struct rs_sock *rs, struct sockaddr *addr, int flags,
 	struct sockaddr_storage ss = { };
 	int err;
 
+	/*
+	 * The handshake this non-blocking call started: EINPROGRESS, as
+	 * TCP's first connect() says, even over a loopback that is done
+	 */
+	if (started && (flags & O_NONBLOCK)) {
+		if (rs->sk.sk_socket)
+			rs->sk.sk_socket->state = SS_CONNECTING;
+		rs_fb_mirror(rs, fb);
+		return -EINPROGRESS;
+	}
 	memcpy(&ss, addr ? addr : (struct sockaddr *)&rs->fb_dst,
 	       rs_fb_addr_len(addr ? addr : (struct sockaddr *)&rs->fb_dst));
 	rs_fb_addr_for(fb, &ss);

@@ -6,7 +6,9 @@
  *
  * Every rs_sock (listeners, connections, children not yet accepted,
  * orphans; both the AF_RDMASTREAM and the IPPROTO route's sockets) is on
- * rs_socks from rs_sock_setup() until its destructor. The dump never
+ * its network namespace's list from rs_sock_setup() until its destructor
+ * (each holds its netns, so the list outlives it). A dump or a read of
+ * the counters walks only its own namespace's sockets. The dump never
  * takes lock_sock(): it holds a reference, drops the list lock, and reads
  * each socket under rs->lock only, as getsockopt(RDMASTREAM_INFO) does.
  */
@@ -22,13 +24,15 @@
 #include "rs.h"
 #include "../uapi/linux/rdmastream.h"
 
-static LIST_HEAD(rs_socks);
-static DEFINE_SPINLOCK(rs_socks_lock);	/* BHs off: rs_socks, rs_net.closed */
-
 static unsigned int rs_net_id;
 
-/* Per network namespace: counters, and the bytes of sockets now gone. */
+/*
+ * Per network namespace: its sockets, counters, and the bytes of sockets
+ * now gone.
+ */
 struct rs_net {
+	spinlock_t lock;		/* BHs off: socks, closed */
+	struct list_head socks;
 	atomic64_t ev[RS_EV_MAX];
 	u64 closed[RS_BYTES_MAX];
 };
@@ -54,9 +58,11 @@ static void rs_sock_bytes(struct rs_sock *rs, u64 *b)
 
 void rs_diag_link(struct rs_sock *rs)
 {
-	spin_lock_bh(&rs_socks_lock);
-	list_add_tail(&rs->diag_node, &rs_socks);
-	spin_unlock_bh(&rs_socks_lock);
+	struct rs_net *rn = rs_net(sock_net(&rs->sk));
+
+	spin_lock_bh(&rn->lock);
+	list_add_tail(&rs->diag_node, &rn->socks);
+	spin_unlock_bh(&rn->lock);
 }
 
 /*
@@ -65,10 +71,12 @@ void rs_diag_link(struct rs_sock *rs)
  */
 void rs_diag_unlink(struct rs_sock *rs)
 {
-	spin_lock_bh(&rs_socks_lock);
+	struct rs_net *rn = rs_net(sock_net(&rs->sk));
+
+	spin_lock_bh(&rn->lock);
 	list_del(&rs->diag_node);
-	rs_sock_bytes(rs, rs_net(sock_net(&rs->sk))->closed);
-	spin_unlock_bh(&rs_socks_lock);
+	rs_sock_bytes(rs, rn->closed);
+	spin_unlock_bh(&rn->lock);
 }
 
 /* Counter names, in the order of enum rs_ev then enum rs_bytes. */
@@ -98,18 +106,16 @@ static void rs_stat_sum(struct net *net, u64 *bytes, u64 *estab, u64 *socks)
 	struct rs_sock *rs;
 	int i;
 
-	spin_lock_bh(&rs_socks_lock);
+	spin_lock_bh(&rn->lock);
 	for (i = 0; i < RS_BYTES_MAX; i++)
 		bytes[i] = rn->closed[i];
-	list_for_each_entry(rs, &rs_socks, diag_node) {
-		if (!net_eq(sock_net(&rs->sk), net))
-			continue;
+	list_for_each_entry(rs, &rn->socks, diag_node) {
 		(*socks)++;
 		if (rs_state_open(inet_sk_state_load(&rs->sk)))
 			(*estab)++;
 		rs_sock_bytes(rs, bytes);
 	}
-	spin_unlock_bh(&rs_socks_lock);
+	spin_unlock_bh(&rn->lock);
 }
 
 /* The format of /proc/net/netstat: a line of names, a line of values. */
@@ -137,6 +143,10 @@ static int rs_stat_show(struct seq_file *seq, void *v)
 
 static int __net_init rs_net_init(struct net *net)
 {
+	struct rs_net *rn = rs_net(net);
+
+	spin_lock_init(&rn->lock);
+	INIT_LIST_HEAD(&rn->socks);
 	if (!proc_create_net_single("rdmastream_stat", 0444, net->proc_net,
 				    rs_stat_show, NULL))
 		return -ENOMEM;
@@ -146,7 +156,7 @@ static int __net_init rs_net_init(struct net *net)
 static void __net_exit rs_net_exit(struct net *net)
 {
 	remove_proc_entry("rdmastream_stat", net->proc_net);
-	rs_rtt_net_exit(net);
+	WARN_ON_ONCE(!list_empty(&rs_net(net)->socks));
 }
 
 static struct pernet_operations rs_net_ops = {
@@ -278,15 +288,14 @@ static bool rs_diag_wanted(struct rs_sock *rs,
 static int rs_diag_collect(struct net *net, long *pos, struct rs_sock **batch,
 			   long *bpos, bool *more)
 {
+	struct rs_net *rn = rs_net(net);
 	struct rs_sock *rs;
 	long num = 0;
 	int n = 0;
 
 	*more = false;
-	spin_lock_bh(&rs_socks_lock);
-	list_for_each_entry(rs, &rs_socks, diag_node) {
-		if (!net_eq(sock_net(&rs->sk), net))
-			continue;
+	spin_lock_bh(&rn->lock);
+	list_for_each_entry(rs, &rn->socks, diag_node) {
 		if (num++ < *pos)
 			continue;
 		if (n == RS_DIAG_BATCH) {
@@ -299,7 +308,7 @@ static int rs_diag_collect(struct net *net, long *pos, struct rs_sock **batch,
 		}
 		(*pos)++;
 	}
-	spin_unlock_bh(&rs_socks_lock);
+	spin_unlock_bh(&rn->lock);
 	return n;
 }
 
@@ -366,12 +375,20 @@ static struct sock_diag_handler rs_diag_handler = {
 /* The counters: before any socket exists, after the last is gone. */
 int rs_stat_register(void)
 {
-	return register_pernet_subsys(&rs_net_ops);
+	int ret = rs_rtt_register();
+
+	if (ret)
+		return ret;
+	ret = register_pernet_subsys(&rs_net_ops);
+	if (ret)
+		rs_rtt_unregister();
+	return ret;
 }
 
 void rs_stat_unregister(void)
 {
 	unregister_pernet_subsys(&rs_net_ops);
+	rs_rtt_unregister();
 }
 
 /* Once the family is ours: the same number's handler slot is free then. */

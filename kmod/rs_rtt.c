@@ -23,29 +23,43 @@
  */
 #include <linux/spinlock.h>
 #include <net/ipv6.h>
+#include <net/net_namespace.h>
+#include <net/netns/generic.h>
 
 #include "rs.h"
 
-#define RS_RTT_SLOTS	64
+#define RS_RTT_SLOTS	32
 #define RS_RTT_AGE	(10 * 60 * HZ)	/* an entry older than this is gone */
 
 struct rs_rtt_entry {
-	const struct net *net;		/* compared, never dereferenced */
-	struct sockaddr_storage peer;	/* family and address only */
+	struct sockaddr_in6 peer;	/* family and address only (or sin) */
 	struct rs_rtt rtt;
 	unsigned long stamp;		/* jiffies: last sample */
 };
 
-static struct rs_rtt_entry rs_rtt_cache[RS_RTT_SLOTS];
-static DEFINE_SPINLOCK(rs_rtt_lock);
+/*
+ * One cache per network namespace: peers are addresses of that
+ * namespace, and one namespace's connections never evict another's.
+ */
+struct rs_rtt_net {
+	spinlock_t lock;		/* the entries */
+	struct rs_rtt_entry e[RS_RTT_SLOTS];
+};
 
-static bool rs_rtt_match(const struct rs_rtt_entry *e, const struct net *net,
+static unsigned int rs_rtt_net_id;
+
+static struct rs_rtt_net *rs_rtt_net(const struct net *net)
+{
+	return net_generic(net, rs_rtt_net_id);
+}
+
+static bool rs_rtt_match(const struct rs_rtt_entry *e,
 			 const struct sockaddr *sa)
 {
 	const struct sockaddr_in6 *a6, *b6;
 	const struct sockaddr_in *a4, *b4;
 
-	if (e->net != net || e->peer.ss_family != sa->sa_family)
+	if (e->peer.sin6_family != sa->sa_family)
 		return false;
 	if (sa->sa_family == AF_INET) {
 		a4 = (const struct sockaddr_in *)&e->peer;
@@ -63,33 +77,33 @@ static bool rs_rtt_match(const struct rs_rtt_entry *e, const struct net *net,
 
 static bool rs_rtt_live(const struct rs_rtt_entry *e)
 {
-	return e->net && time_before(jiffies, e->stamp + RS_RTT_AGE);
+	return e->peer.sin6_family &&
+	       time_before(jiffies, e->stamp + RS_RTT_AGE);
 }
 
-/* The live entry for the peer, or NULL. Under rs_rtt_lock. */
-static struct rs_rtt_entry *rs_rtt_find(const struct net *net,
+/* The live entry for the peer, or NULL. Under the cache's lock. */
+static struct rs_rtt_entry *rs_rtt_find(struct rs_rtt_net *c,
 					const struct sockaddr *sa)
 {
 	int i;
 
 	for (i = 0; i < RS_RTT_SLOTS; i++)
-		if (rs_rtt_live(&rs_rtt_cache[i]) &&
-		    rs_rtt_match(&rs_rtt_cache[i], net, sa))
-			return &rs_rtt_cache[i];
+		if (rs_rtt_live(&c->e[i]) && rs_rtt_match(&c->e[i], sa))
+			return &c->e[i];
 	return NULL;
 }
 
-/* A free or the least recently sampled slot. Under rs_rtt_lock. */
-static struct rs_rtt_entry *rs_rtt_victim(void)
+/* A free or the least recently sampled slot. Under the cache's lock. */
+static struct rs_rtt_entry *rs_rtt_victim(struct rs_rtt_net *c)
 {
-	struct rs_rtt_entry *v = &rs_rtt_cache[0];
+	struct rs_rtt_entry *v = &c->e[0];
 	int i;
 
 	for (i = 0; i < RS_RTT_SLOTS; i++) {
-		if (!rs_rtt_live(&rs_rtt_cache[i]))
-			return &rs_rtt_cache[i];
-		if (time_before(rs_rtt_cache[i].stamp, v->stamp))
-			v = &rs_rtt_cache[i];
+		if (!rs_rtt_live(&c->e[i]))
+			return &c->e[i];
+		if (time_before(c->e[i].stamp, v->stamp))
+			v = &c->e[i];
 	}
 	return v;
 }
@@ -97,46 +111,58 @@ static struct rs_rtt_entry *rs_rtt_victim(void)
 static void rs_rtt_get(const struct net *net, const struct sockaddr *sa,
 		       struct rs_rtt *rtt)
 {
+	struct rs_rtt_net *c = rs_rtt_net(net);
 	struct rs_rtt_entry *e;
 
-	spin_lock_bh(&rs_rtt_lock);
-	e = rs_rtt_find(net, sa);
+	spin_lock_bh(&c->lock);
+	e = rs_rtt_find(c, sa);
 	if (e)
 		*rtt = e->rtt;
-	spin_unlock_bh(&rs_rtt_lock);
+	spin_unlock_bh(&c->lock);
 }
 
 static void rs_rtt_put(const struct net *net, const struct sockaddr *sa,
 		       u32 us)
 {
+	struct rs_rtt_net *c = rs_rtt_net(net);
 	struct rs_rtt_entry *e;
 
 	if (sa->sa_family != AF_INET && sa->sa_family != AF_INET6)
 		return;
-	spin_lock_bh(&rs_rtt_lock);
-	e = rs_rtt_find(net, sa);
+	spin_lock_bh(&c->lock);
+	e = rs_rtt_find(c, sa);
 	if (!e) {
-		e = rs_rtt_victim();
+		e = rs_rtt_victim(c);
 		memset(e, 0, sizeof(*e));
-		e->net = net;
 		memcpy(&e->peer, sa, sa->sa_family == AF_INET ?
 		       sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
 	}
 	rs_rtt_sample(&e->rtt, us);
 	e->stamp = jiffies;
-	spin_unlock_bh(&rs_rtt_lock);
+	spin_unlock_bh(&c->lock);
 }
 
-/* Forget every peer of a network namespace that goes away. */
-void rs_rtt_net_exit(const struct net *net)
+static int __net_init rs_rtt_net_init(struct net *net)
 {
-	int i;
+	spin_lock_init(&rs_rtt_net(net)->lock);
+	return 0;
+}
 
-	spin_lock_bh(&rs_rtt_lock);
-	for (i = 0; i < RS_RTT_SLOTS; i++)
-		if (rs_rtt_cache[i].net == net)
-			memset(&rs_rtt_cache[i], 0, sizeof(rs_rtt_cache[i]));
-	spin_unlock_bh(&rs_rtt_lock);
+static struct pernet_operations rs_rtt_net_ops = {
+	.init	= rs_rtt_net_init,
+	.id	= &rs_rtt_net_id,
+	.size	= sizeof(struct rs_rtt_net),
+};
+
+/* Before any socket exists, after the last is gone. */
+int rs_rtt_register(void)
+{
+	return register_pernet_subsys(&rs_rtt_net_ops);
+}
+
+void rs_rtt_unregister(void)
+{
+	unregister_pernet_subsys(&rs_rtt_net_ops);
 }
 
 /* rdma_rxe retries for ever on a retry count of 7 (rxe_comp.c). */

@@ -441,14 +441,18 @@ struct rs_sock {
 	struct list_head diag_node;	/* on the list sock_diag dumps */
 
 	/* TCP fallback (rs_fallback.c, docs/fallback.md) */
-	struct socket *fb;		/* kernel TCP socket, owned (tlock) */
-	struct socket *fbc;		/* fb once ops forward to it: set once,
-					 * with release, until rs_release()
+	struct socket *fb;		/* the caller's TCP socket, owned
+					 * (tlock), until rs_release()
+					 */
+	struct socket *fbc;		/* fb while ops forward to it (release
+					 * store; cleared by rs_fb_retry()):
+					 * load it once per call
 					 */
 	struct sock *fb_sk;		/* fbc's sock, held until destruct:
 					 * what sock_diag reads (rs_fb_sk())
 					 */
 	int fb_mode;			/* RDMASTREAM_FALLBACK_* */
+	atomic_t fb_connects;		/* forwarded connect()s running */
 	u8 fb_reason;			/* RDMASTREAM_FB_* (tlock) */
 	bool fb_pending;		/* CM attempt abandoned: TCP next */
 	bool fb_closed;			/* released: no TCP socket any more */
@@ -599,7 +603,7 @@ extern int rs_fallback_default;
 extern unsigned int rs_fallback_ms;
 static inline struct socket *rs_fbc(struct rs_sock *rs)
 {
-	/* pairs with the release in rs_fallback.c: published once, whole */
+	/* pairs with the releases in rs_fallback.c */
 	return smp_load_acquire(&rs->fbc);
 }
 
@@ -610,13 +614,14 @@ int rs_fb_listen(struct rs_sock *rs, int backlog);
 bool rs_fb_accept_ready(struct rs_sock *rs);
 int rs_fb_accept(struct rs_sock *lrs, struct socket *newsock);
 __poll_t rs_fb_listen_poll(struct rs_sock *rs);
-__poll_t rs_fb_poll(struct file *file, struct rs_sock *rs);
+__poll_t rs_fb_poll(struct file *file, struct rs_sock *rs, struct socket *fb);
 bool rs_fb_names(struct rs_sock *rs, struct sockaddr_storage *local,
 		 struct sockaddr_storage *peer);
 bool rs_fb_queues(struct rs_sock *rs, u32 *rqueue, u32 *wqueue);
-int rs_fb_connect(struct rs_sock *rs, struct sockaddr *addr, int flags,
-		  bool started);
-bool rs_fb_retry(struct rs_sock *rs);
+int rs_fb_connect(struct rs_sock *rs, struct socket *fb,
+		  struct sockaddr *addr, int flags, bool started);
+struct socket *rs_fb_connect_get(struct rs_sock *rs);
+struct socket *rs_fb_retry(struct rs_sock *rs);
 void rs_fb_precreate(struct rs_sock *rs, const struct sockaddr *addr);
 int rs_fb_connect_start(struct rs_sock *rs, struct sockaddr *addr, int err);
 void rs_fb_arm(struct rs_sock *rs);
@@ -639,7 +644,7 @@ int rs_fb_set(struct socket *sock, int level, int optname,
 	      sockptr_t optval, unsigned int optlen);
 int rs_fb_get(struct socket *sock, int level, int optname,
 	      char __user *optval, int __user *optlen);
-void rs_fb_keepalive(struct rs_sock *rs, int on);
+void rs_fb_keepalive(struct socket *fb, int on);
 
 /* rs_fbopt.c */
 int rs_fbopt_set_ok(int level, int optname);

@@ -661,16 +661,13 @@ static int rs_accept(struct socket *sock, struct socket *newsock,
 }
 
 /*
- * Start an active open. A socket whose earlier attempt failed may try
- * again once that attempt's teardown has finished, as TCP allows. The cm
- * id an IPv4 destination made the socket give up (rs_cm_rebind_v4()) is
- * left in *stale, for the caller to destroy outside lock_sock().
+ * Before an active open, over RDMA or TCP: a socket whose earlier attempt
+ * failed may try again once that attempt's teardown has finished, as TCP
+ * allows.
  */
-static int rs_connect_start(struct rs_sock *rs, struct sockaddr *addr,
-			    struct rdma_cm_id **stale)
+static int rs_connect_settle(struct rs_sock *rs)
 {
 	struct sock *sk = &rs->sk;
-	int err;
 
 	if (rs->listener)
 		return -EISCONN;
@@ -691,6 +688,21 @@ static int rs_connect_start(struct rs_sock *rs, struct sockaddr *addr,
 		rs_conn_reset(rs);
 		WRITE_ONCE(sk->sk_shutdown, 0);
 	}
+	return 0;
+}
+
+/*
+ * Start an active open over RDMA. The cm id an IPv4 destination made the
+ * socket give up (rs_cm_rebind_v4()) is left in *stale, for the caller to
+ * destroy outside lock_sock().
+ */
+static int rs_connect_start(struct rs_sock *rs, struct sockaddr *addr,
+			    struct rdma_cm_id **stale)
+{
+	struct sock *sk = &rs->sk;
+	int err;
+
+	rs_fb_precreate(rs, addr);
 	/* tlock: device removal may take the id from us */
 	mutex_lock(&rs->tlock);
 	if (!rs->cm_id) {
@@ -707,7 +719,6 @@ static int rs_connect_start(struct rs_sock *rs, struct sockaddr *addr,
 	sk->sk_err = 0;
 	rs_set_state(sk, TCP_SYN_SENT);
 	rs_fb_set_dst(rs, addr);
-	rs_fb_precreate(rs, addr);
 	err = rdma_resolve_addr(rs->cm_id, NULL, addr, RS_RESOLVE_MS);
 	if (!err) {
 		rs_stat_inc(sk, RS_EV_ACTIVE_OPENS);
@@ -724,9 +735,12 @@ out:
 }
 
 /*
- * This host by a loopback or unspecified address: no RDMA device serves
- * it (a REQ there never leaves the host), so it goes to TCP like any
- * destination without one, or fails at once with fallback forbidden.
+ * This host by a loopback or unspecified address: with fallback allowed
+ * it goes to TCP at once, as a local service is reached over TCP: rxe
+ * cannot serve it, and the CM's wait would cost every such connect().
+ * With fallback forbidden RDMA tries: a device that serves loopback
+ * (an HCA, siw on lo) connects; rxe's route is refused
+ * (rs_route_sendable(): EHOSTUNREACH).
  */
 static bool rs_dst_local_only(const struct sockaddr *addr)
 {
@@ -750,8 +764,12 @@ static int rs_connect_begin(struct rs_sock *rs, struct sockaddr *addr,
 {
 	int err;
 
-	if (rs_dst_local_only(addr))
-		return rs_fb_connect_start(rs, addr, -ENODEV) ? : -EHOSTUNREACH;
+	err = rs_connect_settle(rs);
+	if (err)
+		return err;
+	if (rs_dst_local_only(addr) &&
+	    READ_ONCE(rs->fb_mode) == RDMASTREAM_FALLBACK_AUTO)
+		return rs_fb_connect_start(rs, addr, -ENODEV);
 	err = rs_fb_connect_start(rs, addr, 0);
 	if (err)
 		return err;
@@ -777,6 +795,7 @@ static int rs_connect(struct socket *sock, struct rs_sockaddr_arg *uaddr,
 	struct sockaddr_storage ss;
 	struct sockaddr *addr = (struct sockaddr *)&ss;
 	struct rdma_cm_id *stale = NULL;
+	struct socket *fb;
 	bool mapped;
 	long timeo;
 	int err;
@@ -786,10 +805,11 @@ static int rs_connect(struct socket *sock, struct rs_sockaddr_arg *uaddr,
 	if (err)
 		return err;
 	lock_sock(sk);
-	if (!rs_fb_retry(rs)) {
+	fb = rs_fb_retry(rs);
+	if (fb) {
 		/* over TCP (another connect() may have fallen back meanwhile) */
 		release_sock(sk);
-		return rs_fb_connect(rs, addr, flags, false);
+		return rs_fb_connect(rs, fb, addr, flags, false);
 	}
 	switch (sock->state) {
 	case SS_CONNECTED:
@@ -812,8 +832,9 @@ static int rs_connect(struct socket *sock, struct rs_sockaddr_arg *uaddr,
 		if (err == 1) {
 			/* over TCP from the start: TCP's connect() */
 			rs->v4mapped |= mapped;
+			fb = rs_fb_connect_get(rs);
 			rs_connect_unlock(rs, stale);
-			return rs_fb_connect(rs, addr, flags, true);
+			return rs_fb_connect(rs, fb, addr, flags, true);
 		}
 		if (err)
 			goto out;
@@ -832,10 +853,11 @@ static int rs_connect(struct socket *sock, struct rs_sockaddr_arg *uaddr,
 			goto out;
 		}
 	}
-	if (rs_fbc(rs)) {
+	fb = rs_fb_connect_get(rs);
+	if (fb) {
 		/* fell back while we waited: TCP's connect() finishes it */
 		rs_connect_unlock(rs, stale);
-		return rs_fb_connect(rs, NULL, flags, true);
+		return rs_fb_connect(rs, fb, NULL, flags, true);
 	}
 	if (!rs_state_open(sk->sk_state)) {
 		err = sock_error(sk) ? : -ECONNABORTED;
@@ -942,12 +964,14 @@ static __poll_t rs_poll(struct file *file, struct socket *sock,
 {
 	struct sock *sk = sock->sk;
 	struct rs_sock *rs = rs_sk(sk);
+	struct socket *fb;
 	__poll_t mask;
 	int state;
 
 	sock_poll_wait(file, sock, wait);
-	if (rs_fbc(rs))		/* its callbacks wake our wait queue */
-		return rs_fb_poll(file, rs);
+	fb = rs_fbc(rs);
+	if (fb)			/* its callbacks wake our wait queue */
+		return rs_fb_poll(file, rs, fb);
 	state = inet_sk_state_load(sk);
 	if (state != TCP_LISTEN && (rs->flow.rx_size || state != TCP_CLOSE))
 		return rs_poll_conn(rs);

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Transparent TCP fallback (docs/fallback.md), in the manner of net/smc:
- * a socket that cannot use RDMA runs over an in-kernel TCP socket of its
- * network namespace, created with sock_create_kern(), to the same address
- * and port. Once it has fallen back (rs->fbc published), the socket's
+ * a socket that cannot use RDMA runs over a TCP socket of its network
+ * namespace, made in the caller's context as the caller's own
+ * (rs_fb_create()), to the same address and port. Once it has fallen back (rs->fbc published), the socket's
  * operations are forwarded to the TCP socket, and the TCP socket's
  * callbacks wake our socket's waiters (poll and epoll wait on ours). A
  * listener also listens on TCP, on the same address and port, and
@@ -15,11 +15,14 @@
  * whose work destroys the cm id and then starts the TCP connect, without
  * blocking (rs_fb_after_teardown()). Nothing here waits on a user.
  *
- * Locking: rs->fb is created and released under tlock; rs->fbc is
- * published once (smp_store_release) and read locklessly (rs_fbc()); it
- * stays valid until rs_release(), when no system call can run; sock_diag
- * reads its sock, held until our destruct (rs_fb_sk()). The TCP
- * socket's callbacks find us through sk_user_data under its
+ * Locking: rs->fb is installed and released under lock_sock() and tlock
+ * and lives until rs_release(); rs->fbc is published (smp_store_release)
+ * once TCP's handshake has started, cleared again only by rs_fb_retry()
+ * under lock_sock() when no forwarded connect() runs, and read
+ * locklessly, once per call (rs_fbc()): a call that loaded it uses a
+ * socket that lives until rs_release(), when no system call can run;
+ * sock_diag reads its sock, held until our destruct (rs_fb_sk()). The
+ * TCP socket's callbacks find us through sk_user_data under its
  * sk_callback_lock, and are restored before the TCP socket is released.
  */
 #include <linux/module.h>
@@ -300,9 +303,8 @@ static void rs_fb_drain(struct rs_sock *rs, struct socket *ls)
  * queued, and would say POLLERR to a later connect() of the socket too.
  * Established, the error queue is the user's (IP_RECVERR, timestamps).
  */
-__poll_t rs_fb_poll(struct file *file, struct rs_sock *rs)
+__poll_t rs_fb_poll(struct file *file, struct rs_sock *rs, struct socket *fb)
 {
-	struct socket *fb = rs_fbc(rs);
 	__poll_t mask;
 	int err;
 
@@ -341,9 +343,9 @@ static void rs_fb_keepalive_on(struct sock *tsk, int on)
 }
 
 /* SO_KEEPALIVE on a fallen-back socket (rs_keepalive()). */
-void rs_fb_keepalive(struct rs_sock *rs, int on)
+void rs_fb_keepalive(struct socket *fb, int on)
 {
-	rs_fb_keepalive_on(rs_fbc(rs)->sk, on);
+	rs_fb_keepalive_on(fb->sk, on);
 }
 
 /*
@@ -410,7 +412,7 @@ static void rs_fb_sync_locked(struct rs_sock *rs, struct sock *tsk)
  * outlive ours in FIN_WAIT or TIME_WAIT). No kernel-only path (a ULP
  * that trusts kernel sockets) can be reached through it.
  */
-static int rs_fb_create(struct rs_sock *rs, int family)
+static int rs_fb_create(struct rs_sock *rs, int family, struct socket **res)
 {
 	struct sock *sk = &rs->sk;
 	struct socket *s;
@@ -436,7 +438,7 @@ static int rs_fb_create(struct rs_sock *rs, int family)
 		tcp_sock_set_nodelay(tsk);
 	if (sock_flag(sk, SOCK_KEEPOPEN))
 		rs_fb_keepalive_on(tsk, 1);
-	rs->fb = s;
+	*res = s;
 	return 0;
 }
 
@@ -492,6 +494,46 @@ void rs_fb_destruct(struct rs_sock *rs)
 		sock_put(rs->fb_sk);
 }
 
+static bool rs_fb_bound(struct socket *s)
+{
+	return READ_ONCE(inet_sk(s->sk)->inet_num);
+}
+
+/* Can TCP socket s connect to addr (an AF_INET6 one: v4-mapped too)? */
+static bool rs_fb_reaches(struct socket *s, const struct sockaddr *addr)
+{
+	return s->sk->sk_family == addr->sa_family ||
+	       (s->sk->sk_family == AF_INET6 && !s->sk->sk_ipv6only);
+}
+
+/*
+ * A TCP socket that can reach addr for connect(): made if there is none,
+ * or only an unused one of the other family (an AF_INET6 socket's takes
+ * both, v4-mapped). Under lock_sock(), which keeps rs->fb's other writers
+ * (bind(), listen(), connect()) out; tlock only to install it.
+ */
+static int rs_fb_ensure(struct rs_sock *rs, const struct sockaddr *addr)
+{
+	int family = rs->sk.sk_family == AF_INET6 ? AF_INET6 : addr->sa_family;
+	struct socket *s, *old;
+	int err;
+
+	if (rs->fb && rs_fb_reaches(rs->fb, addr))
+		return 0;
+	if (rs->fb && (rs->fb_sk || rs_fb_bound(rs->fb)))
+		return -EAFNOSUPPORT;	/* in use: it stays */
+	err = rs_fb_create(rs, family, &s);
+	if (err)
+		return err;
+	mutex_lock(&rs->tlock);
+	old = rs->fb;
+	rs->fb = s;
+	mutex_unlock(&rs->tlock);
+	if (old)
+		sock_release(old);
+	return 0;
+}
+
 /*
  * bind() reserves the TCP port as well (the port rdma_cm chose, when the
  * user asked for 0), so that the listener can listen on both. Under
@@ -508,7 +550,8 @@ int rs_fb_bind(struct rs_sock *rs, struct sockaddr *addr)
 	memcpy(&ss, &rs->cm_id->route.addr.src_addr,
 	       rs_fb_addr_len((struct sockaddr *)&rs->cm_id->route.addr.src_addr));
 	err = rs_fb_create(rs, addr->sa_family == AF_INET6 ||
-			   rs->sk.sk_family == AF_INET6 ? AF_INET6 : AF_INET);
+			   rs->sk.sk_family == AF_INET6 ? AF_INET6 : AF_INET,
+			   &rs->fb);
 	if (err)
 		return err;
 	rs_fb_addr_for(rs->fb, &ss);
@@ -526,11 +569,6 @@ int rs_fb_bind(struct rs_sock *rs, struct sockaddr *addr)
  * it (autobound, or fallback allowed only since), none with fallback
  * forbidden. Under lock_sock() and tlock.
  */
-static bool rs_fb_bound(struct socket *s)
-{
-	return READ_ONCE(inet_sk(s->sk)->inet_num);
-}
-
 int rs_fb_reserve(struct rs_sock *rs)
 {
 	/*
@@ -707,23 +745,39 @@ static int rs_fb_start(struct rs_sock *rs)
 }
 
 /*
- * A socket whose handshake over TCP failed before it was ever up (TCP
- * has reported the error and lets it connect again) decides its path
- * afresh at the next connect(), as if it had never fallen back: RDMA
- * may be there now (a server that was starting). The TCP socket stays,
- * unhooked, for a later fallback: calls that still hold it find a closed
- * TCP socket. Under lock_sock(). True when the socket is no longer over
- * TCP.
+ * The TCP socket a connect() forwards to, counted until rs_fb_connect()
+ * is done with it (rs_fb_retry() waits for none); NULL when the socket
+ * is not over TCP. Under lock_sock().
  */
-bool rs_fb_retry(struct rs_sock *rs)
+struct socket *rs_fb_connect_get(struct rs_sock *rs)
+{
+	struct socket *fb = rs_fbc(rs);
+
+	if (fb)
+		atomic_inc(&rs->fb_connects);
+	return fb;
+}
+
+/*
+ * A socket whose handshake over TCP failed before it was ever up (TCP
+ * has reported the error and lets it connect again; no forwarded
+ * connect() still runs) decides its path afresh at the next connect(),
+ * as if it had never fallen back: RDMA may be there now (a server that
+ * was starting). The TCP socket stays, unhooked, for a later fallback:
+ * calls that loaded it before find a closed TCP socket. Under
+ * lock_sock(). Returns the TCP socket to forward to (counted), or NULL
+ * when the socket is not (or no longer) over TCP.
+ */
+struct socket *rs_fb_retry(struct rs_sock *rs)
 {
 	struct socket *fb = rs_fbc(rs);
 	bool retry;
 
 	if (!fb || READ_ONCE(rs->fb_mode) == RDMASTREAM_FALLBACK_FORCE)
-		return !fb;
+		return rs_fb_connect_get(rs);
 	mutex_lock(&rs->tlock);
 	retry = !rs->established && !READ_ONCE(rs->sk.sk_err) &&
+		!atomic_read(&rs->fb_connects) &&
 		fb->state == SS_UNCONNECTED &&
 		inet_sk_state_load(fb->sk) == TCP_CLOSE;
 	if (retry) {
@@ -733,20 +787,22 @@ bool rs_fb_retry(struct rs_sock *rs)
 		rs->fb_reason = RDMASTREAM_FB_NONE;
 	}
 	mutex_unlock(&rs->tlock);
-	return retry;
+	return retry ? NULL : rs_fb_connect_get(rs);
 }
 
 /*
  * connect() that may fall back later, from a worker (fallback_ms, a
  * reject): the TCP socket is made now, in the caller's context. A
  * caller who may not make one (an LSM or cgroup-BPF sock_create program
- * says no) keeps RDMA alone. Under tlock.
+ * says no) keeps RDMA alone. Under lock_sock(), before tlock (which the
+ * CM handler takes: it must not wait on the caller's memory cgroup or
+ * LSM).
  */
 void rs_fb_precreate(struct rs_sock *rs, const struct sockaddr *addr)
 {
-	if (rs->fb || READ_ONCE(rs->fb_mode) != RDMASTREAM_FALLBACK_AUTO)
+	if (READ_ONCE(rs->fb_mode) != RDMASTREAM_FALLBACK_AUTO)
 		return;
-	rs_fb_create(rs, addr->sa_family);
+	rs_fb_ensure(rs, addr);
 }
 
 /*
@@ -756,7 +812,11 @@ void rs_fb_precreate(struct rs_sock *rs, const struct sockaddr *addr)
 static void rs_fb_mirror(struct rs_sock *rs, struct socket *fb)
 {
 	write_lock_bh(&fb->sk->sk_callback_lock);
-	rs_set_state(&rs->sk, inet_sk_state_load(fb->sk));
+	if (rs_fbc(rs) == fb) {
+		rs_set_state(&rs->sk, inet_sk_state_load(fb->sk));
+		if (rs->sk.sk_socket)
+			rs->sk.sk_socket->state = fb->state;
+	}
 	write_unlock_bh(&fb->sk->sk_callback_lock);
 }
 
@@ -766,38 +826,45 @@ static void rs_fb_mirror(struct rs_sock *rs, struct socket *fb)
  * destination for a TCP socket that may connect again; a connecting or
  * connected one ignores it, as TCP does. Without lock_sock().
  */
-int rs_fb_connect(struct rs_sock *rs, struct sockaddr *addr, int flags,
-		  bool started)
+static int rs_fb_connect_tcp(struct rs_sock *rs, struct socket *fb,
+			     struct sockaddr *addr, int flags, bool started);
+
+int rs_fb_connect(struct rs_sock *rs, struct socket *fb,
+		  struct sockaddr *addr, int flags, bool started)
 {
-	struct socket *fb = rs_fbc(rs);
-	struct sockaddr_storage ss = { };
 	int err;
 
 	/*
 	 * The handshake this non-blocking call started: EINPROGRESS, as
 	 * TCP's first connect() says, even over a loopback that is done
 	 */
-	if (started && (flags & O_NONBLOCK)) {
-		if (rs->sk.sk_socket)
-			rs->sk.sk_socket->state = SS_CONNECTING;
-		rs_fb_mirror(rs, fb);
-		return -EINPROGRESS;
-	}
+	if (started && (flags & O_NONBLOCK))
+		err = -EINPROGRESS;
+	else
+		err = rs_fb_connect_tcp(rs, fb, addr, flags, started);
+	rs_fb_mirror(rs, fb);
+	atomic_dec(&rs->fb_connects);
+	return err;
+}
+
+static int rs_fb_connect_tcp(struct rs_sock *rs, struct socket *fb,
+			     struct sockaddr *addr, int flags, bool started)
+{
+	struct sockaddr_storage ss = { };
+	int err;
+
 	memcpy(&ss, addr ? addr : (struct sockaddr *)&rs->fb_dst,
 	       rs_fb_addr_len(addr ? addr : (struct sockaddr *)&rs->fb_dst));
 	rs_fb_addr_for(fb, &ss);
 	rs_fb_sync(rs, fb->sk);
 	err = fb->ops->connect(fb, (struct rs_sockaddr_arg *)&ss,
 			       rs_fb_addr_len((struct sockaddr *)&ss), flags);
-	if (rs->sk.sk_socket)
-		rs->sk.sk_socket->state = fb->state;
 	/* the error moved to us (rs_fb_error_report()): TCP says ABORTED */
 	if (err == -ECONNABORTED && READ_ONCE(rs->sk.sk_err))
 		err = rs_fb_error(rs);
 	/* the handshake this call started: TCP's first connect() says so */
 	if (started && err == -EALREADY)
 		err = -EINPROGRESS;
-	rs_fb_mirror(rs, fb);
 	return err;
 }
 
@@ -820,10 +887,11 @@ int rs_fb_connect_start(struct rs_sock *rs, struct sockaddr *addr, int err)
 		reason = RDMASTREAM_FB_NO_DEVICE;
 	else
 		return 0;
+	err = rs_fb_ensure(rs, addr);
+	if (err)
+		return err;
 	mutex_lock(&rs->tlock);
-	err = rs->fb ? 0 : rs_fb_create(rs, addr->sa_family);
-	if (!err)
-		err = rs_fb_prepare(rs, addr, reason);
+	err = rs_fb_prepare(rs, addr, reason);
 	if (!err)
 		err = rs_fb_start(rs);
 	mutex_unlock(&rs->tlock);
@@ -1118,7 +1186,8 @@ int rs_fb_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
 	rs_fb_wait(rs, &timeo);
 	fb = rs_fbc(rs);
 	flags = msg->msg_flags;
-	msg->msg_flags |= MSG_NOSIGNAL;
+	/* MSG_FASTOPEN would connect TCP's socket behind our connect() */
+	msg->msg_flags = (msg->msg_flags | MSG_NOSIGNAL) & ~MSG_FASTOPEN;
 	if (!fb) {
 		ret = rs_sendmsg(sock, msg, len);
 		fb = rs_fbc(rs);

@@ -452,8 +452,10 @@ void rs_keepalive(struct sock *sk, int on)
 {
 	struct rs_sock *rs = rs_sk(sk);
 
-	if (rs_fbc(rs)) {
-		rs_fb_keepalive(rs, on);
+	struct socket *fb = rs_fbc(rs);
+
+	if (fb) {
+		rs_fb_keepalive(fb, on);
 		return;
 	}
 	spin_lock_bh(&rs->lock);

@@ -1340,8 +1340,8 @@ TEST_F(fb, reject_fallback_is_callers)
 	close(lfd);
 }
 
-/* Load a cgroup_skb egress program that drops everything; its fd. */
-static int fb_bpf_drop_all(void)
+/* Load a cgroup program of type that says no to everything; its fd. */
+static int fb_bpf_deny(enum bpf_prog_type type, enum bpf_attach_type at)
 {
 	struct bpf_insn insns[] = {
 		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0 },
@@ -1350,22 +1350,22 @@ static int fb_bpf_drop_all(void)
 	union bpf_attr a;
 
 	memset(&a, 0, sizeof(a));
-	a.prog_type = BPF_PROG_TYPE_CGROUP_SKB;
-	a.expected_attach_type = BPF_CGROUP_INET_EGRESS;
+	a.prog_type = type;
+	a.expected_attach_type = at;
 	a.insns = (uintptr_t)insns;
 	a.insn_cnt = ARRAY_SIZE(insns);
 	a.license = (uintptr_t)"GPL";
 	return syscall(__NR_bpf, BPF_PROG_LOAD, &a, sizeof(a));
 }
 
-static int fb_bpf_attach(int cg, int prog)
+static int fb_bpf_attach(int cg, int prog, enum bpf_attach_type at)
 {
 	union bpf_attr a;
 
 	memset(&a, 0, sizeof(a));
 	a.target_fd = cg;
 	a.attach_bpf_fd = prog;
-	a.attach_type = BPF_CGROUP_INET_EGRESS;
+	a.attach_type = at;
 	return syscall(__NR_bpf, BPF_PROG_ATTACH, &a, sizeof(a));
 }
 
@@ -1416,9 +1416,9 @@ TEST_F(fb, reject_fallback_in_callers_cgroup)
 	ASSERT_EQ(0, mkdir(FB_CG, 0755));
 	cg = open(FB_CG, O_RDONLY | O_DIRECTORY);
 	ASSERT_LE(0, cg);
-	prog = fb_bpf_drop_all();
+	prog = fb_bpf_deny(BPF_PROG_TYPE_CGROUP_SKB, BPF_CGROUP_INET_EGRESS);
 	ASSERT_LE(0, prog) TH_LOG("BPF_PROG_LOAD: %s", strerror(errno));
-	ASSERT_EQ(0, fb_bpf_attach(cg, prog));
+	ASSERT_EQ(0, fb_bpf_attach(cg, prog, BPF_CGROUP_INET_EGRESS));
 	/* the child joins the cgroup itself (as root: nobody may not) */
 	ret = fb_child(fb_egress_denied, &sin, false);
 	EXPECT_EQ(0, ret) TH_LOG("check %d failed (5: TCP got out)", ret);
@@ -1429,11 +1429,63 @@ TEST_F(fb, reject_fallback_in_callers_cgroup)
 	close(prog);
 	close(cg);
 	EXPECT_EQ(0, rmdir(FB_CG));
-	/* outside the cgroup the same client connects */
-	ret = fb_forced_to(&sin);
-	EXPECT_LE(0, ret);
-	if (ret >= 0)
-		close(ret);
+	/* outside the cgroup the same client falls back and connects */
+	ret = fb_socket(RDMASTREAM_FALLBACK_AUTO);
+	ASSERT_LE(0, ret);
+	EXPECT_EQ(0, connect(ret, (struct sockaddr *)&sin, sizeof(sin)));
+	EXPECT_EQ(RDMASTREAM_FB_REJECTED, fb_reason(ret));
+	close(ret);
+	close(lfd);
+}
+
+#define FB_CG2 "/sys/fs/cgroup/rs-fb-create-deny"
+
+/*
+ * A cgroup whose sock_create program refuses every inet socket: our
+ * socket made before joining it, its connect() to a plain TCP server
+ * (the peer's CM rejects) cannot fall back, because the TCP socket is
+ * made for the caller, as a user socket, and the program refuses it;
+ * the attempt keeps RDMA alone and reports the refusal.
+ */
+static int fb_create_denied(void *arg)
+{
+	const struct sockaddr_in *sin = arg;
+	int fd = fb_socket(RDMASTREAM_FALLBACK_AUTO);
+	int cg = open(FB_CG2 "/cgroup.procs", O_WRONLY);
+
+	if (fd < 0 || cg < 0 || write(cg, "0", 1) != 1)
+		return 1;
+	close(cg);
+	if (socket(AF_INET, SOCK_STREAM, IPPROTO_TCP) >= 0 || errno != EPERM)
+		return 2;	/* the program is not in force */
+	if (!connect(fd, (const struct sockaddr *)sin, sizeof(*sin)))
+		return 3;	/* a TCP socket the program never saw */
+	if (errno != ECONNREFUSED)
+		return 4;
+	if (fb_reason(fd) != RDMASTREAM_FB_NONE)
+		return 5;
+	close(fd);
+	return 0;
+}
+
+TEST_F(fb, fallback_socket_passes_sock_create)
+{
+	struct sockaddr_in sin;
+	int lfd, cg, prog, ret;
+
+	lfd = tcp_listener(_metadata, &sin);
+	rmdir(FB_CG2);
+	ASSERT_EQ(0, mkdir(FB_CG2, 0755));
+	cg = open(FB_CG2, O_RDONLY | O_DIRECTORY);
+	ASSERT_LE(0, cg);
+	prog = fb_bpf_deny(BPF_PROG_TYPE_CGROUP_SOCK, BPF_CGROUP_INET_SOCK_CREATE);
+	ASSERT_LE(0, prog) TH_LOG("BPF_PROG_LOAD: %s", strerror(errno));
+	ASSERT_EQ(0, fb_bpf_attach(cg, prog, BPF_CGROUP_INET_SOCK_CREATE));
+	ret = fb_child(fb_create_denied, &sin, false);
+	EXPECT_EQ(0, ret) TH_LOG("check %d failed (3: fell back anyway)", ret);
+	close(prog);
+	close(cg);
+	EXPECT_EQ(0, rmdir(FB_CG2));
 	close(lfd);
 }
 

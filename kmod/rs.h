@@ -153,7 +153,7 @@ struct rs_ctl {
 enum rs_rej_reason {
 	RS_REJ_NOT_LISTENING = 1,	/* closed, or shut down for reading */
 	RS_REJ_BACKLOG = 2,		/* accept queue and half-open full */
-	RS_REJ_NOBUFS = 3,		/* ring memory limit (mem_max) */
+	RS_REJ_NOBUFS = 3,		/* mem_max, or a cap on connections */
 	RS_REJ_VERSION = 4,		/* malformed or foreign REQ */
 	RS_REJ_ERROR = 5,		/* no resources for the connection */
 };
@@ -405,6 +405,9 @@ struct rs_sock {
 	bool budgeted;			/* the device takes a budget */
 	bool budget_counted;		/* ...and rs counts in it */
 	bool budget_joined;		/* in rs_budget_conns(); tlock */
+	struct rs_limit_user *limit_user; /* charged the transport
+					   * (rs_limit.c); tlock
+					   */
 	bool torn;			/* teardown started */
 	bool settled;			/* teardown chose EOF or an error */
 	bool established;		/* was connected: names are valid */
@@ -889,6 +892,11 @@ void rs_budget_update_locked(struct rs_sock *rs);
 u32 rs_budget_cap(const struct rs_sock *rs);
 bool rs_budget_direct_start(struct rs_sock *rs);
 void rs_budget_direct_end(struct rs_sock *rs, bool counted);
+
+/* rs_limit.c: connections with HCA objects, per owner and netns */
+int rs_limit_charge(struct rs_sock *rs);
+void rs_limit_uncharge(struct rs_sock *rs);
+atomic_t *rs_net_conns(const struct net *net);
 
 /* rs_pd.c: a connection's PD back to the device (RS_PD_LINGER) */
 #ifdef RS_PD_LINGER

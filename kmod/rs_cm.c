@@ -449,12 +449,15 @@ static void rs_child_rtu(struct rs_sock *rs, struct rdma_cm_id *id)
 
 /*
  * What an accepted socket inherits from its listener, as sk_clone_lock()
- * gives TCP's: buffers, timeouts, linger, keepalive, low-water mark,
- * v6only and the LSM label. RDMA children and TCP ones (rs_fallback.c).
+ * gives TCP's: owner (until accept() grafts the acceptor's; the child's
+ * transport stays charged to this one, rs_limit.c), buffers, timeouts,
+ * linger, keepalive, low-water mark, v6only and the LSM label. RDMA
+ * children and TCP ones (rs_fallback.c).
  */
 void rs_sk_inherit(struct sock *sk, const struct sock *lsk)
 {
 	security_sk_clone(lsk, sk);
+	WRITE_ONCE(sk->sk_uid, READ_ONCE(lsk->sk_uid));
 	sk->sk_rcvbuf = lsk->sk_rcvbuf;
 	sk->sk_sndbuf = lsk->sk_sndbuf;
 	sk->sk_rcvtimeo = lsk->sk_rcvtimeo;
@@ -622,7 +625,9 @@ static int rs_conn_request(struct rs_sock *lrs, struct rdma_cm_id *id,
 	ret = rs_child_accept(rs, id, ev->param.conn.retry_count);
 	if (ret) {
 		sock_put(&rs->sk);	/* the cm id's reference */
-		return rs_reject(id, RS_REJ_ERROR, ret);
+		/* ENOBUFS: the listener's owner or netns is at its cap */
+		return rs_reject(id, ret == -ENOBUFS ? RS_REJ_NOBUFS :
+				 RS_REJ_ERROR, ret);
 	}
 	return 0;
 }

@@ -35,11 +35,17 @@ struct rs_net {
 	struct list_head socks;
 	atomic64_t ev[RS_EV_MAX];
 	u64 closed[RS_BYTES_MAX];
+	atomic_t conns;		/* transports (rs_limit.c) */
 };
 
 static struct rs_net *rs_net(const struct net *net)
 {
 	return net_generic(net, rs_net_id);
+}
+
+atomic_t *rs_net_conns(const struct net *net)
+{
+	return &rs_net(net)->conns;
 }
 
 void rs_stat_inc(const struct sock *sk, enum rs_ev ev)

@@ -315,7 +315,8 @@ static void rs_dsend_budget(struct rs_sock *rs, struct ib_device *dev)
  * MRs), which rs_transport_rings() adds once the connection is
  * established: a half-open connection costs a QP and its slots, no ring
  * memory, though its ring bytes are reserved against mem_max from here
- * on (-ENOBUFS beyond it). On failure everything built so far stays
+ * on (-ENOBUFS beyond it, and beyond the owner's or the netns's cap on
+ * connections, rs_limit.c). On failure everything built so far stays
  * recorded in rs and rs_transport_destroy() releases it. Under tlock.
  */
 int rs_transport_create(struct rs_sock *rs, struct rdma_cm_id *id)
@@ -338,6 +339,9 @@ int rs_transport_create(struct rs_sock *rs, struct rdma_cm_id *id)
 			return -ENOBUFS;
 		rs->mem = (unsigned long)rx_size + tx_size;
 	}
+	ret = rs_limit_charge(rs);	/* released with the transport */
+	if (ret)
+		return ret;
 	rs->dev = dev;
 	rs->budgeted = rs_budget_wanted(rs, id);
 	rs_budget_join(rs);
@@ -498,6 +502,7 @@ void rs_transport_destroy(struct rs_sock *rs, struct rdma_cm_id *id)
 	rs_budget_update_locked(rs);	/* no longer counts */
 	spin_unlock_bh(&rs->lock);
 	rs_budget_leave(rs);
+	rs_limit_uncharge(rs);
 }
 
 /*

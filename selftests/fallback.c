@@ -1369,6 +1369,50 @@ static int fb_bpf_attach(int cg, int prog, enum bpf_attach_type at)
 	return syscall(__NR_bpf, BPF_PROG_ATTACH, &a, sizeof(a));
 }
 
+/*
+ * A new cgroup dir whose program of type (attached at at) says no to
+ * everything; its fd, the program's in *prog. fb_cg_end() removes both.
+ */
+static int fb_cg_deny(struct __test_metadata *_metadata, const char *dir,
+		      enum bpf_prog_type type, enum bpf_attach_type at,
+		      int *prog)
+{
+	int cg;
+
+	rmdir(dir);
+	ASSERT_EQ(0, mkdir(dir, 0755));
+	cg = open(dir, O_RDONLY | O_DIRECTORY);
+	ASSERT_LE(0, cg);
+	*prog = fb_bpf_deny(type, at);
+	ASSERT_LE(0, *prog) TH_LOG("BPF_PROG_LOAD: %s", strerror(errno));
+	ASSERT_EQ(0, fb_bpf_attach(cg, *prog, at));
+	return cg;
+}
+
+static void fb_cg_end(struct __test_metadata *_metadata, const char *dir,
+		      int cg, int prog)
+{
+	close(prog);
+	close(cg);
+	EXPECT_EQ(0, rmdir(dir));
+}
+
+/* The calling process joins cgroup dir; false if it could not. */
+static bool fb_cg_join(const char *dir)
+{
+	char path[128];
+	bool ok;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+	fd = open(path, O_WRONLY);
+	if (fd < 0)
+		return false;
+	ok = write(fd, "0", 1) == 1;
+	close(fd);
+	return ok;
+}
+
 #define FB_CG "/sys/fs/cgroup/rs-fb-egress-deny"
 
 /*
@@ -1380,12 +1424,11 @@ static int fb_bpf_attach(int cg, int prog, enum bpf_attach_type at)
 static int fb_egress_denied(void *arg)
 {
 	const struct sockaddr_in *sin = arg;
-	int fd, cg = open(FB_CG "/cgroup.procs", O_WRONLY);
 	double t0;
+	int fd;
 
-	if (cg < 0 || write(cg, "0", 1) != 1)
+	if (!fb_cg_join(FB_CG))
 		return 1;
-	close(cg);
 	fd = fb_socket(RDMASTREAM_FALLBACK_AUTO);
 	if (fd < 0 || rs_set_nonblock(fd, true))
 		return 2;
@@ -1412,13 +1455,8 @@ TEST_F(fb, reject_fallback_in_callers_cgroup)
 
 	lfd = tcp_listener(_metadata, &sin);
 	ASSERT_EQ(0, rs_set_nonblock(lfd, true));
-	rmdir(FB_CG);
-	ASSERT_EQ(0, mkdir(FB_CG, 0755));
-	cg = open(FB_CG, O_RDONLY | O_DIRECTORY);
-	ASSERT_LE(0, cg);
-	prog = fb_bpf_deny(BPF_PROG_TYPE_CGROUP_SKB, BPF_CGROUP_INET_EGRESS);
-	ASSERT_LE(0, prog) TH_LOG("BPF_PROG_LOAD: %s", strerror(errno));
-	ASSERT_EQ(0, fb_bpf_attach(cg, prog, BPF_CGROUP_INET_EGRESS));
+	cg = fb_cg_deny(_metadata, FB_CG, BPF_PROG_TYPE_CGROUP_SKB,
+			BPF_CGROUP_INET_EGRESS, &prog);
 	/* the child joins the cgroup itself (as root: nobody may not) */
 	ret = fb_child(fb_egress_denied, &sin, false);
 	EXPECT_EQ(0, ret) TH_LOG("check %d failed (5: TCP got out)", ret);
@@ -1426,9 +1464,7 @@ TEST_F(fb, reject_fallback_in_callers_cgroup)
 	EXPECT_EQ(-1, sfd);
 	if (sfd >= 0)
 		close(sfd);
-	close(prog);
-	close(cg);
-	EXPECT_EQ(0, rmdir(FB_CG));
+	fb_cg_end(_metadata, FB_CG, cg, prog);
 	/* outside the cgroup the same client falls back and connects */
 	ret = fb_socket(RDMASTREAM_FALLBACK_AUTO);
 	ASSERT_LE(0, ret);
@@ -1451,11 +1487,9 @@ static int fb_create_denied(void *arg)
 {
 	const struct sockaddr_in *sin = arg;
 	int fd = fb_socket(RDMASTREAM_FALLBACK_AUTO);
-	int cg = open(FB_CG2 "/cgroup.procs", O_WRONLY);
 
-	if (fd < 0 || cg < 0 || write(cg, "0", 1) != 1)
+	if (fd < 0 || !fb_cg_join(FB_CG2))
 		return 1;
-	close(cg);
 	if (socket(AF_INET, SOCK_STREAM, IPPROTO_TCP) >= 0 || errno != EPERM)
 		return 2;	/* the program is not in force */
 	if (!connect(fd, (const struct sockaddr *)sin, sizeof(*sin)))
@@ -1474,18 +1508,11 @@ TEST_F(fb, fallback_socket_passes_sock_create)
 	int lfd, cg, prog, ret;
 
 	lfd = tcp_listener(_metadata, &sin);
-	rmdir(FB_CG2);
-	ASSERT_EQ(0, mkdir(FB_CG2, 0755));
-	cg = open(FB_CG2, O_RDONLY | O_DIRECTORY);
-	ASSERT_LE(0, cg);
-	prog = fb_bpf_deny(BPF_PROG_TYPE_CGROUP_SOCK, BPF_CGROUP_INET_SOCK_CREATE);
-	ASSERT_LE(0, prog) TH_LOG("BPF_PROG_LOAD: %s", strerror(errno));
-	ASSERT_EQ(0, fb_bpf_attach(cg, prog, BPF_CGROUP_INET_SOCK_CREATE));
+	cg = fb_cg_deny(_metadata, FB_CG2, BPF_PROG_TYPE_CGROUP_SOCK,
+			BPF_CGROUP_INET_SOCK_CREATE, &prog);
 	ret = fb_child(fb_create_denied, &sin, false);
 	EXPECT_EQ(0, ret) TH_LOG("check %d failed (3: fell back anyway)", ret);
-	close(prog);
-	close(cg);
-	EXPECT_EQ(0, rmdir(FB_CG2));
+	fb_cg_end(_metadata, FB_CG2, cg, prog);
 	close(lfd);
 }
 

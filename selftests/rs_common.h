@@ -997,8 +997,10 @@ static inline void rs_stacks_dump(void)
  * Join n transfers; if none of them moves a byte for stall_secs, print
  * where each stands, its socket's RDMASTREAM_INFO and every thread's
  * kernel stack once, so a hang that the harness's timeout ends leaves a
- * diagnosis in the log. A receiver that got wrong data shuts the others'
- * sockets down, so that the test ends and reports it.
+ * diagnosis in the log. A receiver that got wrong data has every socket's
+ * RDMASTREAM_INFO printed (rings, direct bytes, ADVERTs: which path
+ * carried the bad bytes) and shuts the others' sockets down, so that the
+ * test ends and reports it.
  */
 static inline void rs_xfer_join_watch(struct rs_xfer *x, int n,
 				      unsigned int stall_secs)
@@ -1026,6 +1028,8 @@ static inline void rs_xfer_join_watch(struct rs_xfer *x, int n,
 		 * waiting on the reader that stopped (a full window), so
 		 * end them now rather than at the test's time limit.
 		 */
+		for (i = 0; i < n && ended == 1; i++)
+			rs_info_dump("mismatch", x[i].fd);
 		for (i = 0; i < n && i < 16 && ended == 1 && busy; i++)
 			if (!joined[i])
 				shutdown(x[i].fd, SHUT_RDWR);

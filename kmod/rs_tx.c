@@ -194,8 +194,9 @@ static int rs_post_chunk(struct rs_sock *rs, const struct rs_chunk *chunk)
 	bool inl = c->len <= rs->max_inline;
 	int n = rs_tx_sges(tx, c->local_off, &c->len, inl, sge);
 	/* the last write of a batch is signalled so tx_done catches up */
-	bool last = c->len == rs_flow_tx_unsent(&rs->flow);
+	bool last = c->len == rs_flow_tx_unsent(&rs->flow), free_now;
 	u32 credits;
+	int err;
 
 	/* the copy in is done: the HCA's from here (inline: the CPU reads) */
 	if (!inl)
@@ -213,19 +214,22 @@ static int rs_post_chunk(struct rs_sock *rs, const struct rs_chunk *chunk)
 	rs_flow_chunk_sent(&rs->flow, c);
 	/*
 	 * Inline data is in the work request once it is posted: its ring
-	 * space is free at once (when all before it is), and the write
-	 * needs no completion of its own.
+	 * space is free then (when all before it is), and the write needs
+	 * no completion of its own. Not before the post: a writer in
+	 * sendmsg() reads tx_done without rs->lock and would copy the next
+	 * lap's bytes over the ones the post is still to copy.
 	 */
-	if (inl && rs->flow.tx_done == rs->flow.tx_sent - c->len) {
+	free_now = inl && rs->flow.tx_done == rs->flow.tx_sent - c->len;
+	if (free_now)
+		last = false;
+	else if (rs_flow_capped(&rs->flow))
+		last = true;	/* the budget's share: its completion frees room */
+	err = rs_post_slot(rs, &wr.wr, !inl || last, false);
+	if (!err && free_now)
 		/* pairs with the acquire in rs_tx_space() */
 		smp_store_release(&rs->flow.tx_done, rs->flow.tx_sent);
-		last = false;
-	}
-	/* the budget's share is used up: its completion frees room */
-	if (rs_flow_capped(&rs->flow))
-		last = true;
 	rs_budget_update_locked(rs);
-	if (rs_post_slot(rs, &wr.wr, !inl || last, false)) {
+	if (err) {
 		/* the QP is broken; the CM or a completion will report it */
 		rs->flow.owed += credits;
 		rs_abort_locked(rs, ECONNRESET);

@@ -1008,7 +1008,7 @@ static inline void rs_xfer_join_watch(struct rs_xfer *x, int n,
 	uint64_t sum, last = ~0ULL;
 	double since = rs_now();
 	bool told = false, busy, joined[16] = { };
-	int i, ended = 0;	/* 1: wrong data came; 2: the rest shut down */
+	int i, j, ended = 0;	/* 1: wrong data came; 2: the rest shut down */
 
 	for (;;) {
 		busy = false;
@@ -1028,8 +1028,12 @@ static inline void rs_xfer_join_watch(struct rs_xfer *x, int n,
 		 * waiting on the reader that stopped (a full window), so
 		 * end them now rather than at the test's time limit.
 		 */
-		for (i = 0; i < n && ended == 1; i++)
-			rs_info_dump("mismatch", x[i].fd);
+		for (i = 0; i < n && ended == 1; i++) {
+			for (j = 0; j < i && x[j].fd != x[i].fd; j++)
+				;
+			if (j == i)	/* each socket once */
+				rs_info_dump("mismatch", x[i].fd);
+		}
 		for (i = 0; i < n && i < 16 && ended == 1 && busy; i++)
 			if (!joined[i])
 				shutdown(x[i].fd, SHUT_RDWR);

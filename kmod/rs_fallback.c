@@ -285,9 +285,11 @@ static void rs_fb_drain(struct rs_sock *rs, struct socket *ls)
 
 /*
  * poll() of a connection over TCP: TCP's, with our socket's error (moved
- * here). A reset's error comes with its hang-up, as on RDMA: TCP's poll,
- * which reads sk_err before tcp_done() has set the shutdown and the
- * state, could show the error alone (poll.c's reset.poll_race).
+ * here). An error that ends the connection comes with its hang-up, as on
+ * RDMA: a reset, or any error in the handshake (a refused or unreachable
+ * connect; TCP's handshake errors are all fatal). TCP's poll, which reads
+ * sk_err before tcp_done() has set the shutdown and the state, could
+ * show the error alone.
  *
  * TCP sets sk_err before it calls sk_error_report(), which moves it to
  * us: a poll in between moves it itself, so that the SO_ERROR a POLLERR
@@ -305,20 +307,22 @@ static void rs_fb_drain(struct rs_sock *rs, struct socket *ls)
  */
 __poll_t rs_fb_poll(struct file *file, struct rs_sock *rs, struct socket *fb)
 {
+	int state = 1 << inet_sk_state_load(fb->sk), err;
 	__poll_t mask;
-	int err;
 
 	mask = fb->ops->poll(file, fb, NULL);
-	if ((1 << inet_sk_state_load(fb->sk)) &
-	    (TCPF_SYN_SENT | TCPF_SYN_RECV | TCPF_CLOSE))
+	if (state & (TCPF_SYN_SENT | TCPF_SYN_RECV | TCPF_CLOSE))
 		mask &= ~EPOLLERR;
 	if (!READ_ONCE(rs->sk.sk_err))
 		rs_fb_move_error(rs, fb->sk);
 	err = READ_ONCE(rs->sk.sk_err);
 	if (err)
 		mask |= EPOLLERR;
-	if (err == ECONNRESET)
-		mask |= EPOLLHUP | EPOLLIN | EPOLLRDNORM | EPOLLRDHUP;
+	/* what TCP says once tcp_done() has run */
+	if (err == ECONNRESET ||
+	    (err && (state & (TCPF_SYN_SENT | TCPF_SYN_RECV))))
+		mask |= EPOLLHUP | EPOLLIN | EPOLLRDNORM | EPOLLRDHUP |
+			EPOLLOUT | EPOLLWRNORM;
 	return mask;
 }
 
